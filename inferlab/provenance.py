@@ -1,0 +1,122 @@
+"""Provenance: what produced a number, recorded by the program rather than by hand (Chapter 1).
+
+Chapter 2 returns to this record when it treats parameters as artefacts.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import platform
+import sys
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import InferlabError
+
+_CHUNK = 1 << 20
+
+
+def sha256_file(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in 1 MiB chunks (Chapter 1)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def sha256_files(paths: list[Path]) -> str:
+    """One SHA-256 over several files, in the order given: names and bytes (Chapter 1)."""
+    if len(paths) == 1:
+        return sha256_file(paths[0])
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.name.encode())
+        digest.update(bytes.fromhex(sha256_file(path)))
+    return digest.hexdigest()
+
+
+def sha256_parameters(model: Any) -> str:
+    """SHA-256 over a model's parameter tensors, by name, for weights that have no file (Chapter 1)."""
+    import torch
+
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        digest.update(name.encode())
+        raw = tensor.detach().to("cpu").contiguous().view(-1).view(torch.uint8)
+        digest.update(raw.numpy().tobytes())
+    return digest.hexdigest()
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """A short hash of a tokenizer's vocabulary, its merges and its special tokens (Chapter 1)."""
+    vocab = sorted(tokenizer.get_vocab().items())
+    specials = sorted(map(str, tokenizer.all_special_tokens))
+    payload = json.dumps([vocab, specials], ensure_ascii=False).encode()
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        payload += backend.to_str().encode()
+    return hashlib.sha256(payload).hexdigest()[:16]
+
+
+def _versions() -> dict[str, str]:
+    import torch
+    import transformers
+
+    return {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "processor": platform.machine(),
+    }
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a model's weights came from and what ran them; refuses to exist half-filled (Chapter 1)."""
+
+    model: str
+    source: str
+    revision: str | None
+    sha256: str | None
+    dtype: str
+    parameters: int
+    tokenizer: str
+    device: str
+    threads: int
+    versions: dict[str, str] = field(default_factory=_versions)
+    created_utc: str = field(
+        default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    )
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        missing = [name for name in ("model", "source", "dtype", "tokenizer", "device") if not getattr(self, name)]
+        if not (self.revision or self.sha256):
+            missing.append("revision or sha256")
+        if self.parameters <= 0:
+            missing.append("parameters")
+        if self.threads <= 0:
+            missing.append("threads")
+        if missing:
+            raise InferlabError(f"provenance for {self.model or '?'} is missing: {', '.join(missing)}")
+
+    def with_run(self, device: str, threads: int) -> "Provenance":
+        """The same record with the device and thread count of a particular run (Chapter 1)."""
+        return replace(self, device=device, threads=threads)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dictionary (Chapter 1)."""
+        return asdict(self)
+
+    def short(self) -> str:
+        """One line naming the model, its identity, dtype, device, threads and versions (Chapter 1)."""
+        ident = f"revision {self.revision[:12]}" if self.revision else f"sha256 {self.sha256[:12]}"  # type: ignore[index]
+        return (
+            f"{self.model} ({self.source}; {ident}), {self.parameters:,} parameters, {self.dtype}, "
+            f"{self.device}, {self.threads} thread{'s' if self.threads != 1 else ''}, "
+            f"torch {self.versions['torch']}, transformers {self.versions['transformers']}"
+        )
