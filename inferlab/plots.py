@@ -24,5 +24,5 @@ def show(fig: Any, div_id: str) -> None:
     from IPython.display import HTML, display
 
     html = fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
-                       config={"displaylogo": False, "responsive": True})
+                       config={"displaylogo": False, "responsive": True, "typesetMath": False})
     display(HTML(html))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 #: The stages of one request, in the order they first run (Chapter 1).
 STAGES: tuple[str, ...] = (
@@ -67,6 +67,7 @@ class GenerationResult:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
 
+@runtime_checkable
 class TokenGenerator(Protocol):
     """Anything that turns a prompt into a :class:`GenerationResult` (Chapter 1)."""
 

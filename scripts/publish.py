@@ -1,0 +1,74 @@
+"""Publish the chapters: sync each Jupytext text file to its .ipynb, execute it, store the outputs.
+
+    .venv/bin/python scripts/publish.py [notebooks/ch01_what_is_inference.md ...]
+
+The .md file is the one people edit; the .ipynb holds the published outputs that the book renders
+and that `pytest --nbval` compares against. Runs in the environment the checks use (see
+notebooks/conftest.py) and records, per notebook, how long it took and with which versions, in
+data/published_runs.json and the reproducibility page.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import jupytext
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "notebooks"))
+import conftest  # noqa: E402,F401  (sets the environment of the published run)
+
+
+def publish(md: Path) -> dict:
+    """Execute one chapter from its text file and write the paired .ipynb with outputs."""
+    notebook = jupytext.read(md)
+    notebook.metadata.setdefault("jupytext", {})["formats"] = "ipynb,md:myst"
+    start = time.perf_counter()
+    NotebookClient(notebook, timeout=1200, kernel_name="python3", store_widget_state=True,
+                   resources={"metadata": {"path": str(md.parent)}}).execute()
+    seconds = time.perf_counter() - start
+    nbformat.write(notebook, md.with_suffix(".ipynb"))
+    return {"notebook": md.with_suffix(".ipynb").name, "seconds": round(seconds, 1)}
+
+
+def versions() -> dict:
+    import plotly
+    import torch
+    import transformers
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "plotly": plotly.__version__,
+            "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count()}
+
+
+def main(paths: list[str]) -> None:
+    mds = [Path(p).resolve() for p in paths] or sorted((ROOT / "notebooks").glob("ch*.md"))
+    log_file = ROOT / "data" / "published_runs.json"
+    log = json.loads(log_file.read_text()) if log_file.exists() else {}
+    env = versions()
+    for md in mds:
+        print(f"publishing {md.name} ...", flush=True)
+        entry = publish(md)
+        entry.update(env, model=os.environ["INFERLAB_MODEL"], device="cpu",
+                     published_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+        log[entry["notebook"]] = entry
+        print(f"  {entry['seconds']} s")
+    log_file.write_text(json.dumps(log, indent=2, sort_keys=True) + "\n")
+    rows = ["| notebook | model | device | seconds | torch | transformers | platform | published (UTC) |",
+            "|---|---|---|---|---|---|---|---|"]
+    for e in sorted(log.values(), key=lambda e: e["notebook"]):
+        rows.append(f"| `{e['notebook']}` | {e['model']} | {e['device']} ({e['cpus']} CPUs) | {e['seconds']} | "
+                    f"{e['torch']} | {e['transformers']} | {e['platform']} | {e['published_utc']} |")
+    (ROOT / "book" / "_published_runs.md").write_text("\n".join(rows) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

