@@ -4,7 +4,7 @@
 
 The .md file is the one people edit; the .ipynb holds the published outputs that the book renders
 and that `pytest --nbval` compares against. Runs in the environment the checks use (see
-notebooks/conftest.py) and records, per notebook, how long it took and with which versions, in
+conftest.py) and records, per notebook, how long it took and with which versions, in
 data/published_runs.json and the reproducibility page.
 """
 from __future__ import annotations
@@ -22,8 +22,10 @@ import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "notebooks"))
-import conftest  # noqa: E402,F401  (sets the environment of the published run)
+sys.path.insert(0, str(ROOT))
+import conftest  # noqa: E402,F401  (sets the environment of the published run, as for nbval)
+
+os.environ["INFERLAB_RECORD"] = "1"  # chapters write their measurements to data/
 
 
 def publish(md: Path) -> dict:

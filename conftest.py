@@ -1,4 +1,4 @@
-"""Settings for `pytest --nbval`: the same environment the published outputs were made in.
+"""Settings for every pytest run, and for `pytest --nbval` the environment of the published outputs.
 
 The kernels that nbval starts inherit this process's environment, so these lines fix, for every
 chapter: the reference model of the published outputs (GPT-2 would give other tokens where it
@@ -9,4 +9,3 @@ import os
 os.environ["INFERLAB_MODEL"] = "smollm2-135m"
 os.environ["INFERLAB_STATIC_PLOTS"] = "1"
 os.environ["TQDM_DISABLE"] = "1"
-os.environ["HF_HUB_OFFLINE"] = os.environ.get("HF_HUB_OFFLINE", "0")
