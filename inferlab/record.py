@@ -42,6 +42,9 @@ class GenerationResult:
     timings: list[StageTiming]
     simulated_stages: list[str]
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: Why generation stopped: "length", "eos" or "stop_string"; None where a generator does not say
+    #: (the Chapter 1 generators always run to length). Set by the Engine (Chapter 6).
+    stop_reason: str | None = None
 
     def stage_totals(self) -> dict[str, float]:
         """Seconds spent in each stage, summed over steps, in first-seen order (Chapter 1)."""

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .errors import ModelUnavailable
@@ -48,6 +48,8 @@ class LoadedModel:
     tokenizer: Any
     provenance: Provenance
     load_seconds: float
+    #: Where the load time went: locating (and hashing) the weights, the tokenizer, the weights, the move.
+    load_breakdown: dict[str, float] = field(default_factory=dict)
 
     @property
     def context(self) -> int:
@@ -143,12 +145,19 @@ def load_model(name: str = DEFAULT, device: str | None = None, dtype: str = "flo
     if name.endswith(RANDOM_SUFFIX):
         model, tokenizer, weights = _random_parts(base, seed)
         model = model.to(torch_dtype)
+        located = tokenized = start  # nothing to locate: the weights are drawn, not read
     else:
         weights = REGISTRY[base].locate()
+        located = time.perf_counter()
         tokenizer = AutoTokenizer.from_pretrained(weights.folder)
+        tokenized = time.perf_counter()
         model = AutoModelForCausalLM.from_pretrained(weights.folder, dtype=torch_dtype)
+    built = time.perf_counter()
     model = model.to(target).eval()
-    seconds = time.perf_counter() - start
+    done = time.perf_counter()
+    seconds = done - start
+    breakdown = {"locate": located - start, "tokenizer": tokenized - located,
+                 "weights": built - tokenized, "to_device": done - built}
     provenance = Provenance(
         model=name,
         source=weights.source,
@@ -156,9 +165,9 @@ def load_model(name: str = DEFAULT, device: str | None = None, dtype: str = "flo
         sha256=weights.sha256,
         dtype=dtype,
         parameters=sum(p.numel() for p in model.parameters()),
-        tokenizer=f"{type(tokenizer).__name__} {len(tokenizer)} tokens, vocabulary hash {tokenizer_fingerprint(tokenizer)}",
+        tokenizer=f"{len(tokenizer)} tokens, vocabulary hash {tokenizer_fingerprint(tokenizer)}",
         device=target,
         threads=torch.get_num_threads(),
         extra=dict(weights.extra),
     )
-    return LoadedModel(name, model, tokenizer, provenance, seconds)
+    return LoadedModel(name, model, tokenizer, provenance, seconds, breakdown)

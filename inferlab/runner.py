@@ -56,7 +56,7 @@ class RealModelRunner:
                     logits = self._forward_last(ids)
                 with clock.stage("sample", step):
                     next_id = int(torch.argmax(logits))  # first maximum: ties go to the smallest id
-                    ids = torch.cat([ids, ids.new_tensor([[next_id]])], dim=1)
+                ids = torch.cat([ids, ids.new_tensor([[next_id]])], dim=1)
                 new_ids.append(next_id)
             with clock.stage("decode"):
                 tokens = tokenizer.convert_ids_to_tokens(new_ids)

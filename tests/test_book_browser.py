@@ -87,7 +87,7 @@ def test_chapter_1_widgets_render_their_embedded_state(browser):
 def test_chapter_1_prose_carries_glued_numbers_and_links(browser):
     page, errors, _ = open_page(browser, CHAPTER)
     text = page.locator("main").inner_text()
-    assert "134,515,008-parameter model smollm2-135m" in text
+    assert "smollm2-135m, a model of 134,515,008 parameters" in text
     assert "{glue" not in text and "??" not in text
     assert page.locator("a[href*='glossary.html#term-Inference']").count() >= 1
     assert page.locator("a[href*='bibliography.html']").count() >= 5
@@ -101,5 +101,30 @@ def test_chapter_1_prose_carries_glued_numbers_and_links(browser):
 def test_back_matter_pages_load_without_errors(browser, relative):
     page, errors, refused = open_page(browser, relative)
     assert page.locator("article h1").count() == 1
+    assert not errors, errors
+    assert not refused, refused
+
+
+def chapter_pages() -> list[str]:
+    """Every chapter page the table of contents lists."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    return [entry["file"] + ".html" for part in toc["parts"] for entry in part["chapters"]
+            if entry["file"].startswith("notebooks/")]
+
+
+@pytest.mark.parametrize("relative", chapter_pages())
+def test_every_chapter_renders_offline_with_all_its_figures(browser, relative):
+    page, errors, refused = open_page(browser, relative)
+    figures = page.locator(".plotly-graph-div")
+    if figures.count():
+        page.wait_for_selector(".plotly-graph-div .main-svg", timeout=10_000)
+    drawn = page.locator(".plotly-graph-div .main-svg").count()
+    assert drawn >= figures.count(), f"{figures.count()} figures, {drawn} drawn"
+    text = page.locator("main").inner_text()
+    assert "{glue" not in text
+    assert page.locator(".cell_output .output.error, .output.traceback").count() == 0
+    assert page.locator("a[href*='colab.research.google.com']").count() >= 1
     assert not errors, errors
     assert not refused, refused

@@ -31,6 +31,11 @@ def test_toy_text_output_with_repeats(capsys):
     (["generate", "hi", "--max-new-tokens", "1000000"], "more than this lab allows"),
     (["generate", "hi", "--repeat", "0"], "--repeat"),
     (["generate", "hi", "--real", "--threads", "0"], "--threads"),
+    (["generate", "hi", "--threads", "2"], "real models only"),
+    (["generate", "hi", "--device", "cpu"], "real models only"),
+    (["generate", "hi", "--backend", "native"], "--backend applies to real models"),
+    (["generate", "hi", "--model", "smollm2-135m", "--stop", "."], "need the engine"),
+    (["generate", "Hello", "--stream", "--json"], "cannot be combined"),
     (["generate", "hi", "--model", "gpt-5"], "unknown model 'gpt-5'"),
     (["generate", "hi", "--model", "smollm2-135m", "--device", "cuda:3"], "CUDA"),
 ])
@@ -74,3 +79,20 @@ def test_models_lists_every_name(capsys):
     assert main(["models"]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in ["gpt2-random", "smollm2-135m", "default"])
+
+
+def test_toy_through_the_engine_with_a_stop_string_and_streaming(capsys):
+    assert main(["generate", "Hello", "--max-new-tokens", "8", "--stop", "Yx", "--json"]) == 0
+    [result] = json.loads(capsys.readouterr().out)["results"]
+    assert result["stop_reason"] == "stop_string" and result["text"] == "DPse"
+    assert main(["generate", "Hello", "--max-new-tokens", "8", "--stream"]) == 0
+    assert capsys.readouterr().out.startswith("DPseYxFp\n[length, ")
+
+
+def test_native_backend_with_a_stop_string(capsys):
+    args = ["generate", "The capital of France is", "--model", "smollm2-135m", "--backend", "native",
+            "--stop", ".", "--max-new-tokens", "12", "--json", "--threads", "1"]
+    assert main(args) == 0
+    [result] = json.loads(capsys.readouterr().out)["results"]
+    assert result["stop_reason"] == "stop_string" and result["text"] == " Paris"
+    assert result["metadata"]["backend"]["backend"] == "native (inferlab.models)"

@@ -1,9 +1,14 @@
 // Offline support for the Jupyter widgets embedded in the book's pages.
 (function () {
-  // 1. The widget manager loads its icon fonts relative to the AMD module it defines, which
-  //    require.js would place next to the page; point that module at the copy in _static.
-  var here = document.currentScript.src.replace(/[^/]*$/, "");
-  require.config({ paths: { "@jupyter-widgets/html-manager/dist": here + "vendor/html-manager" } });
+  // 1. The widget manager loads its icon fonts relative to the AMD modules it defines, which
+  //    require.js would place next to the page. Map each module into the folder in _static that
+  //    holds the fonts (the modules themselves are defined inline, never fetched).
+  var here = document.currentScript.src.replace(/[^/]*$/, "") + "vendor/html-manager";
+  var paths = { "@jupyter-widgets/html-manager/dist": here };
+  ["html-manager", "base", "base7", "controls", "controls7", "output"].forEach(function (name) {
+    paths["@jupyter-widgets/" + name] = here + "/" + name;
+  });
+  require.config({ paths: paths });
 
   // 2. ipywidgets 8 typesets widget labels with MathJax 2's MathJax.Hub.Queue, but the book loads
   //    MathJax 3, which has no Hub, so every label threw a TypeError. Give whichever MathJax object

@@ -1,0 +1,118 @@
+"""Showing token ids: each token's bytes, special tokens, chat templates, coloured spans (Chapter 3).
+
+Works with the book's real tokenizers (Hugging Face, byte-level: GPT-2 and SmolLM2) and with
+:class:`inferlab.bpe.BPETokenizer`.
+"""
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .bpe import BPETokenizer, byte_to_char
+from .errors import BadRequest
+
+#: Background colours for consecutive tokens (light, so that the text stays readable).
+PALETTE = ("#fde68a", "#bfdbfe", "#bbf7d0", "#fbcfe8", "#ddd6fe", "#fed7aa")
+
+
+@dataclass(frozen=True)
+class TokenRow:
+    """One token of an encoded text: position, id, the bytes it stands for, special or not (Chapter 3)."""
+
+    index: int
+    token_id: int
+    raw: bytes
+    special: bool
+
+    @property
+    def shown(self) -> str:
+        """The token as text, with bytes that are not complete UTF-8 written as \\xNN escapes."""
+        try:
+            text = self.raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return "".join(f"\\x{b:02x}" for b in self.raw)
+        return text.replace("\n", "↵").replace("\t", "⇥")
+
+
+def is_byte_level(tokenizer: Any) -> bool:
+    """Whether a Hugging Face tokenizer writes its tokens in GPT-2's byte alphabet (Chapter 3)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return False
+    parts = [getattr(backend, "decoder", None), getattr(backend, "pre_tokenizer", None)]
+    return any(part is not None and '"ByteLevel"' in json.dumps(json.loads(part.__getstate__()))
+               for part in parts)
+
+
+_BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def token_bytes(tokenizer: Any, token_id: int) -> tuple[bytes, bool]:
+    """The bytes one token stands for, and whether it is a special token (Chapter 3).
+
+    Byte-level tokenizers (GPT-2, SmolLM2) map back exactly. For others, SentencePiece-style
+    conventions are undone: ``▁`` is a space and ``<0xNN>`` a single byte.
+    """
+    if isinstance(tokenizer, BPETokenizer):
+        return tokenizer.decode_bytes([token_id]), False
+    if not 0 <= token_id < len(tokenizer):
+        raise BadRequest(f"token id {token_id} is not in this tokenizer's vocabulary of {len(tokenizer)} ids")
+    added = getattr(tokenizer, "added_tokens_decoder", {}).get(token_id)
+    if added is not None and getattr(added, "special", False):
+        return str(added).encode("utf-8"), True
+    piece = str(tokenizer.convert_ids_to_tokens(token_id))
+    if is_byte_level(tokenizer):  # every character stands for one byte in GPT-2's visible alphabet
+        from_char = {c: b for b, c in byte_to_char().items()}
+        if all(c in from_char for c in piece):
+            return bytes(from_char[c] for c in piece), False
+        return piece.encode("utf-8"), False  # an added, non-special token is stored as plain text
+    fallback = _BYTE_FALLBACK.fullmatch(piece)
+    if fallback:
+        return bytes([int(fallback.group(1), 16)]), False
+    return piece.replace("\u2581", " ").encode("utf-8"), False
+
+
+def token_rows(tokenizer: Any, ids: list[int]) -> list[TokenRow]:
+    """One :class:`TokenRow` per id, for tables and coloured views (Chapter 3)."""
+    rows = []
+    for index, token_id in enumerate(ids):
+        raw, special = token_bytes(tokenizer, int(token_id))
+        rows.append(TokenRow(index, int(token_id), raw, special))
+    return rows
+
+
+def encode_plain(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of text with no special tokens added, for either kind of tokenizer (Chapter 3)."""
+    if isinstance(tokenizer, BPETokenizer):
+        return tokenizer.encode(text)
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def chat_ids(tokenizer: Any, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> list[int]:
+    """The token ids a chat model sees for a conversation, through its chat template (Chapter 3)."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise BadRequest(f"{getattr(tokenizer, 'name_or_path', 'this tokenizer')} has no chat template: "
+                         "it belongs to a base model, which reads plain text")
+    if not messages or not all(isinstance(m, dict) and {"role", "content"} <= set(m) for m in messages):
+        raise BadRequest("messages must be a non-empty list of {'role': ..., 'content': ...} dictionaries")
+    encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=True)
+    ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
+    return [int(i) for i in ids]
+
+
+def tokens_html(rows: list[TokenRow], title: str = "") -> str:
+    """Coloured token spans as plain HTML, no scripts; hover a span for its id (Chapter 3)."""
+    spans = []
+    for row in rows:
+        style = ("background:#1f2937;color:#f9fafb;font-weight:600" if row.special
+                 else f"background:{PALETTE[row.index % len(PALETTE)]};color:#111827")
+        spans.append(f'<span title="id {row.token_id}" style="{style};padding:1px 0;margin:0 1px;'
+                     f'border-radius:3px;white-space:pre-wrap">{html.escape(row.shown)}</span>')
+    head = f'<div style="font-size:0.85em;color:#4b5563">{html.escape(title)} ({len(rows)} tokens)</div>' if title else ""
+    body = "".join(spans)
+    ids = " ".join(str(r.token_id) for r in rows)
+    return (f'<div style="margin:0.4em 0">{head}<div style="font-family:monospace;line-height:1.9">{body}</div>'
+            f'<div style="font-family:monospace;font-size:0.75em;color:#6b7280">ids: {html.escape(ids)}</div></div>')

@@ -1,0 +1,85 @@
+"""Checkers for the exercises of Chapter 3 (tokens); each prints a verdict and returns it."""
+from __future__ import annotations
+
+import codecs
+from typing import Any, Callable, Iterable, Iterator
+
+from .bpe import BPETokenizer, gpt2_bpe, train_bpe
+
+#: "ラーメン" matters: GPT-2 has a token that is "ー" plus the first two bytes of the next character.
+STREAM_TEXT = "Tokens arrive one by one: 日本語, ラーメンのお店, café, 🙂👍🏽 and 🇫🇷."
+
+
+def _complete_text(data: bytes) -> str:
+    """The longest prefix of ``data`` that is whole UTF-8 characters."""
+    return codecs.getincrementaldecoder("utf-8")().decode(data, final=False)
+
+
+def streams_cleanly(decode_stream: Callable[[BPETokenizer, Iterable[int]], Iterable[str]]) -> bool:
+    """Chapter 3, exercise 4: does a streaming decoder yield each character as soon as its last byte arrives?
+
+    The ids are fed one at a time, as an engine produces them; after each id the text made of whole
+    characters so far must already have been yielded, with no ``\ufffd`` and nothing held back.
+    """
+    tokenizer = gpt2_bpe()
+    ids = tokenizer.encode(STREAM_TEXT)
+    ready = [_complete_text(tokenizer.decode_bytes(ids[:k])) for k in range(len(ids) + 1)]
+    consumed = 0
+
+    def feed() -> Iterator[int]:
+        nonlocal consumed
+        for token_id in ids:
+            consumed += 1
+            yield token_id
+
+    shown, problems = "", []
+    stream = iter(decode_stream(tokenizer, feed()))
+    while True:
+        before = consumed
+        try:
+            chunk = next(stream)
+        except StopIteration:
+            break
+        late = next((j for j in range(before + 1, consumed) if ready[j] != shown), None)
+        if late is not None:
+            problems.append(f"read token {late + 1} before yielding the characters that token {late} completed")
+        shown += chunk
+        if shown != ready[consumed]:
+            problems.append(f"after token {consumed} the stream showed {shown[-12:]!r}, "
+                            f"but the whole characters so far end {ready[consumed][-12:]!r}")
+        if problems:
+            break
+    late = next((j for j in range(before + 1, consumed + 1) if ready[j] != shown), None) if not problems else None
+    if late is not None:
+        problems.append(f"the characters that token {late} completed were never yielded")
+    if not problems and (consumed < len(ids) or shown != STREAM_TEXT):
+        problems.append(f"the stream ended after {consumed} of {len(ids)} tokens with {shown[-12:]!r}")
+    print(f"{len(ids)} tokens; " + ("clean: each character appeared as soon as its last byte arrived"
+                                     if not problems else "broken: " + problems[0]))
+    return not problems
+
+
+def same_chat_ids(ids: list[int], tokenizer: Any, messages: list[dict[str, str]]) -> bool:
+    """Chapter 3, exercise 3: do hand-built ids equal the chat template's ids for these messages?"""
+    from .chat import chat_ids
+
+    expected = chat_ids(tokenizer, messages)
+    same = list(ids) == expected
+    first = next((i for i, (a, b) in enumerate(zip(ids, expected)) if a != b), min(len(ids), len(expected)))
+    print("same ids as the chat template" if same else
+          f"differs at position {first}: yours {list(ids)[first:first + 4]}, template {expected[first:first + 4]}")
+    return same
+
+
+def merges_learned(text: str, vocab_size: int, expected: list[tuple[str, str]]) -> bool:
+    """Chapter 3, exercise 1: are these the merges (in order) that BPE learns from text?"""
+    got = train_bpe(text, vocab_size).merges_as_text()
+    ok = got == [tuple(m) for m in expected]
+    if ok:
+        print("right merges, in the right order")
+    else:  # say where, not what: the answer stays the reader's to find
+        mine = [tuple(m) for m in expected]
+        first = next((i for i, (a, b) in enumerate(zip(got, mine)) if a != b), min(len(got), len(mine)))
+        print(f"not quite: merge {first} (counting from 0) differs" if first < min(len(got), len(mine))
+              else f"not quite: BPE learns {len(got)} merges here, you gave {len(mine)}")
+    return ok

@@ -1,0 +1,12 @@
+"""Native GPT-2 and Llama forward passes in plain PyTorch, and what each operation costs (Chapter 4).
+
+    from inferlab.models import NativeCausalLM
+    native = NativeCausalLM.from_hf(loaded.model)     # same weights as the transformers model
+    native(ids)              # logits [batch, seq, vocab]
+    native.last_logits(ids)  # logits [batch, vocab] of the last position only
+"""
+from .gpt2 import GPT2
+from .llama import Llama
+from .native import NativeCausalLM, UnsupportedModel, causal_attention, from_config
+
+__all__ = ["GPT2", "Llama", "NativeCausalLM", "UnsupportedModel", "causal_attention", "from_config"]

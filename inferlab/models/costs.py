@@ -1,0 +1,253 @@
+"""What each operation of one forward pass costs: counted, checked against PyTorch, and timed (Chapter 4).
+
+Counting conventions (stated once, used everywhere):
+
+- A matrix product of [m, k] by [k, n] is 2*m*k*n FLOPs; bias additions are counted separately.
+- Element-wise work is counted per element: LayerNorm 8, RMSNorm 4, tanh-GELU 8, SiLU-and-gate 5,
+  the attention scale and softmax 6, rotary positions 3, a residual or position addition 1.
+- Bytes are the minimum traffic of each operation in isolation: every operand read once and every
+  result written once (as if each operation were one fused kernel), at the weights' bytes per value.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from ..errors import BadRequest
+from .native import NativeCausalLM, UnsupportedModel, config_value
+
+#: The operation types of a forward pass, in the order they run; the profiler regions carry these names.
+OPS = ("embedding", "norm", "attn_proj", "rope", "scores", "softmax", "context", "mlp", "residual", "lm_head")
+#: Element-wise FLOPs per element, by the conventions above.
+PER_ELEMENT = {"layernorm": 8, "rmsnorm": 4, "gelu": 8, "swiglu": 5, "softmax": 6, "rope": 3, "add": 1}
+#: Which native Linear modules belong to which operation type.
+LINEAR_OP = {"c_attn": "attn_proj", "c_proj": "attn_proj", "q_proj": "attn_proj", "k_proj": "attn_proj",
+             "v_proj": "attn_proj", "o_proj": "attn_proj", "c_fc": "mlp", "mlp_proj": "mlp",
+             "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The sizes of a GPT-2 or Llama config that decide the cost of a forward pass (Chapter 4)."""
+
+    kind: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    inner: int
+    vocab: int
+    max_positions: int | None = None
+
+    @classmethod
+    def of(cls, config: Any) -> "Shape":
+        """Read the sizes from a transformers config (Chapter 4)."""
+        kind = getattr(config, "model_type", None)
+        if kind == "gpt2":
+            d = config.n_embd
+            return cls("gpt2", config.n_layer, d, config.n_head, config.n_head, d // config.n_head,
+                       config_value(config, "n_inner", default=4 * d), config.vocab_size,
+                       config_value(config, "n_positions"))
+        if kind == "llama":
+            d, h = config.hidden_size, config.num_attention_heads
+            return cls("llama", config.num_hidden_layers, d, h, config_value(config, "num_key_value_heads", default=h),
+                       config_value(config, "head_dim", default=d // h), config.intermediate_size, config.vocab_size,
+                       config_value(config, "max_position_embeddings"))
+        raise UnsupportedModel(f"no cost model for model_type {kind!r}; have gpt2 and llama")
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """FLOPs (matrix products and element-wise, separately) and bytes of one operation type (Chapter 4)."""
+
+    op: str
+    matmul_flops: int
+    other_flops: int
+    bytes: int
+
+    @property
+    def flops(self) -> int:
+        """All FLOPs of the operation type (Chapter 4)."""
+        return self.matmul_flops + self.other_flops
+
+
+def _matmul(m: int, k: int, n: int, bias: bool, width: int) -> tuple[int, int, int]:
+    """(matmul FLOPs, bias FLOPs, bytes) of [m, k] @ [k, n] (+ bias) (Chapter 4)."""
+    return 2 * m * k * n, m * n if bias else 0, width * (m * k + k * n + m * n + (n if bias else 0))
+
+
+def forward_costs(config: Any, seq: int, batch: int = 1, last_only: bool = False,
+                  bytes_per_value: int = 4) -> list[OpCost]:
+    """Analytic FLOPs and bytes per operation type of one forward pass over [batch, seq] (Chapter 4).
+
+    ``last_only`` projects only the last position through the LM head, as ``last_logits`` does.
+    A ``seq`` beyond the model's context length is refused: the model cannot run it.
+    """
+    if seq < 1 or batch < 1:
+        raise BadRequest(f"seq and batch must be at least 1, got seq={seq}, batch={batch}")
+    s, w = Shape.of(config), bytes_per_value
+    if s.max_positions is not None and seq > s.max_positions:
+        raise BadRequest(f"seq={seq} exceeds the model's context of {s.max_positions} positions")
+    rows, d, q_width, kv_width = batch * seq, s.hidden, s.heads * s.head_dim, s.kv_heads * s.head_dim
+    gpt2 = s.kind == "gpt2"
+    acc = {op: [0, 0, 0] for op in OPS}
+
+    def add(op: str, mm: int, other: int, nbytes: int) -> None:
+        acc[op][0] += mm
+        acc[op][1] += other
+        acc[op][2] += nbytes
+
+    def linear(op: str, k: int, n: int, m: int = rows) -> None:
+        add(op, *_matmul(m, k, n, gpt2, w))
+
+    # embeddings: gather seq rows of the token table (GPT-2 also adds learned positions)
+    add("embedding", 0, rows * d if gpt2 else 0, w * rows * d * (3 if gpt2 else 2))
+    norm_flops = PER_ELEMENT["layernorm" if gpt2 else "rmsnorm"]
+    norm_params = 2 * d if gpt2 else d
+    for _ in range(s.layers):
+        for _ in range(2):  # before attention, before the MLP
+            add("norm", 0, norm_flops * rows * d, w * (2 * rows * d + norm_params))
+            add("residual", 0, rows * d, w * 3 * rows * d)
+        if gpt2:
+            linear("attn_proj", d, 3 * q_width)
+        else:
+            for width in (q_width, kv_width, kv_width):
+                linear("attn_proj", d, width)
+            rotated = rows * (q_width + kv_width)
+            add("rope", 0, PER_ELEMENT["rope"] * rotated, w * (2 * rotated + 2 * seq * s.head_dim))
+        scores = batch * s.heads * seq * seq
+        add("scores", 2 * scores * s.head_dim, 0, w * (rows * q_width + rows * kv_width + scores))
+        add("softmax", 0, PER_ELEMENT["softmax"] * scores, w * 2 * scores)
+        add("context", 2 * scores * s.head_dim, 0, w * (scores + rows * kv_width + rows * q_width))
+        linear("attn_proj", q_width, d)
+        if gpt2:
+            linear("mlp", d, s.inner)
+            add("mlp", 0, PER_ELEMENT["gelu"] * rows * s.inner, w * 2 * rows * s.inner)
+        else:
+            linear("mlp", d, s.inner)
+            linear("mlp", d, s.inner)
+            add("mlp", 0, PER_ELEMENT["swiglu"] * rows * s.inner, w * 3 * rows * s.inner)
+        linear("mlp", s.inner, d)
+    add("norm", 0, norm_flops * rows * d, w * (2 * rows * d + norm_params))
+    head_rows = batch if last_only else rows
+    add("lm_head", *_matmul(head_rows, d, s.vocab, False, w))
+    return [OpCost(op, *acc[op]) for op in OPS]
+
+
+def cost_totals(costs: list[OpCost]) -> dict[str, int]:
+    """Sum a cost table: matmul FLOPs, other FLOPs, all FLOPs, bytes (Chapter 4)."""
+    return {"matmul_flops": sum(c.matmul_flops for c in costs), "other_flops": sum(c.other_flops for c in costs),
+            "flops": sum(c.flops for c in costs), "bytes": sum(c.bytes for c in costs)}
+
+
+def counted_matmul_flops(model: NativeCausalLM, input_ids: torch.Tensor, last_only: bool = False) -> dict[str, int]:
+    """Matrix-product FLOPs per operation type as torch's FlopCounterMode counts them (Chapter 4).
+
+    Linear layers are attributed by module name; batched products (``aten.bmm``) are the attention
+    scores and context together; the rest of the top-level matrix products is the LM head.
+    """
+    with torch.inference_mode(), FlopCounterMode(display=False) as counter:
+        model(input_ids, last_only=last_only)
+    counts = counter.get_flop_counts()
+    out = {"attn_proj": 0, "mlp": 0, "scores+context": 0, "lm_head": 0}
+    root = type(model).__name__
+    for name, per_op in counts.items():
+        leaf = name.rsplit(".", 1)[-1]
+        if name.startswith(root + ".") and leaf in LINEAR_OP:
+            out[LINEAR_OP[leaf]] += sum(int(v) for k, v in per_op.items() if "mm" in str(k))
+    total = counts.get("Global", {})
+    mm = sum(int(v) for k, v in total.items() if str(k) in ("aten.mm", "aten.addmm"))
+    out["scores+context"] = sum(int(v) for k, v in total.items() if str(k) == "aten.bmm")
+    out["lm_head"] = mm - out["attn_proj"] - out["mlp"]
+    other = sum(int(v) for k, v in total.items() if str(k) not in ("aten.mm", "aten.addmm", "aten.bmm"))
+    if other:
+        raise UnsupportedModel(f"FlopCounterMode counted FLOPs in unexpected ops: {dict(total)}")
+    return out
+
+
+@contextlib.contextmanager
+def _quiet_native_stderr() -> Iterator[None]:
+    """Silence the profiler library's own start/stop lines, written to file descriptor 2 (Chapter 4)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def profile_ops(model: NativeCausalLM, input_ids: torch.Tensor, repeats: int = 3,
+                last_only: bool = False) -> dict[str, float]:
+    """Seconds per forward pass spent in each operation type, from torch.profiler on the CPU (Chapter 4).
+
+    Keys are :data:`OPS`, plus ``forward`` (the whole pass) and ``other`` (what no region covers:
+    input checks, Python between regions). One warm-up pass runs first and is not recorded.
+    """
+    if repeats < 1:
+        raise BadRequest(f"repeats must be at least 1, got {repeats}")
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    run = model.last_logits if last_only else model
+    with torch.inference_mode():
+        run(input_ids)
+        with _quiet_native_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(repeats):
+                with record_function("forward"):
+                    run(input_ids)
+    totals = {e.key: e.cpu_time_total for e in prof.key_averages()}  # microseconds, all calls together
+    seconds = {op: totals.get(op, 0.0) / repeats / 1e6 for op in OPS}
+    seconds["forward"] = totals["forward"] / repeats / 1e6
+    seconds["other"] = seconds["forward"] - sum(seconds[op] for op in OPS)
+    return seconds
+
+
+def time_last_only(model: NativeCausalLM, input_ids: torch.Tensor, repeats: int = 15,
+                   warmup: int = 2) -> dict[str, Any]:
+    """Paired, interleaved timings of ``forward(...)[:, -1]`` against ``last_logits`` (Chapter 4).
+
+    Both paths are warmed up ``warmup`` times first. Then each of ``repeats`` pairs runs both paths
+    back to back, alternating which goes first, so that drift on a shared machine hits both alike;
+    ``speedup`` is the median over pairs of full time / last-only time.
+    """
+    if repeats < 1 or warmup < 0:
+        raise BadRequest(f"repeats must be at least 1 and warmup at least 0, got {repeats}, {warmup}")
+    full, last = [], []
+
+    def timed(fn: Any) -> tuple[float, torch.Tensor]:
+        start = time.perf_counter()
+        result = fn(input_ids)
+        return time.perf_counter() - start, result
+
+    def run_full(ids: torch.Tensor) -> torch.Tensor:
+        return model(ids)[:, -1, :]
+
+    with torch.inference_mode():
+        for _ in range(warmup):
+            run_full(input_ids)
+            model.last_logits(input_ids)
+        for i in range(repeats):
+            if i % 2 == 0:
+                (t_full, every), (t_last, only) = timed(run_full), timed(model.last_logits)
+            else:
+                (t_last, only), (t_full, every) = timed(model.last_logits), timed(run_full)
+            full.append(t_full)
+            last.append(t_last)
+    ratios = [f / l for f, l in zip(full, last)]
+    return {"full_s": full, "last_s": last, "full_median_s": statistics.median(full),
+            "last_median_s": statistics.median(last), "pair_ratios": ratios,
+            "speedup": statistics.median(ratios),  # median of paired ratios: each pair shares the machine's state
+            "speedup_of_medians": statistics.median(full) / statistics.median(last),
+            "max_abs_diff": float((every - only).abs().max()),
+            "same_argmax": bool(torch.equal(every.argmax(-1), only.argmax(-1)))}

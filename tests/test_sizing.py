@@ -1,0 +1,189 @@
+import dataclasses
+import json
+
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+from inferlab import checks_ch02
+from inferlab.compat import output_cache
+from inferlab.errors import InferlabError
+from inferlab.sizing import (
+    PRESETS, BadShape, LoadTiming, ModelShape, count_forward_flops, count_model_parameters, count_parameters,
+    estimate, flops_per_token_2n, forward_flops, kv_bytes_per_token, kv_cache_bytes, measured_kv_bytes,
+    meta_model, parameter_breakdown, parameter_group, parameters_by_layer, preset, shape_from_config,
+    tied_parameters, time_load_in_fresh_process, weights_bytes,
+)
+
+# Published totals: GPT-2 small from the GPT-2 weights, the bundled SmolLM2 from its GGUF, and the
+# Llama totals as the Hugging Face model pages report them.
+PUBLISHED = {"gpt2": 124_439_808, "smollm2-135m": 134_515_008, "llama-2-7b": 6_738_415_616,
+             "llama-3-8b": 8_030_261_248, "llama-2-70b": 68_976_648_192}
+
+TINY_LLAMA = ModelShape("tiny-llama", "llama", 97, 32, 2, 4, 2, 48, 0, True, 64)
+TINY_GPT2 = ModelShape("tiny-gpt2", "gpt2", 97, 32, 2, 4, 4, 128, 64, True, 64)
+
+
+@pytest.mark.parametrize("name, total", PUBLISHED.items())
+def test_formula_matches_published_totals(name, total):
+    assert count_parameters(PRESETS[name]) == total
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_formula_matches_transformers_group_by_group(name):
+    model = meta_model(PRESETS[name])
+    assert count_model_parameters(model) == parameter_breakdown(PRESETS[name])
+    assert sum(p.numel() for p in model.parameters()) == count_parameters(PRESETS[name])
+
+
+def test_shape_round_trips_through_transformers_configs():
+    assert shape_from_config(GPT2Config(), "gpt2").hidden == 768
+    for name in ("gpt2", "smollm2-135m", "llama-2-70b"):
+        from inferlab.sizing import to_config
+        again = shape_from_config(to_config(PRESETS[name]), name)
+        assert count_parameters(again) == count_parameters(PRESETS[name])
+
+
+def test_tied_head_is_shared_and_counted_once():
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=4, vocab_size=97, n_positions=16))
+    assert ("transformer.wte.weight", "lm_head.weight") in tied_parameters(model)
+    assert count_model_parameters(model)["LM head"] == 0
+    untied = ModelShape("u", "gpt2", 97, 32, 1, 4, 4, 128, 16, False, 16)
+    assert count_parameters(untied) - count_parameters(dataclasses.replace(untied, tied=True)) == 97 * 32
+
+
+def test_per_layer_counts_sum_to_total():
+    model = meta_model(PRESETS["smollm2-135m"])
+    rows = parameters_by_layer(model)
+    assert len([k for k in rows if k.startswith("layer")]) == 30
+    assert len({v for k, v in rows.items() if k.startswith("layer")}) == 1
+    assert sum(rows.values()) == PUBLISHED["smollm2-135m"]
+
+
+def test_memory_arithmetic():
+    assert weights_bytes(1000, "float32") == 4000 and weights_bytes(1000, "int4") == 500
+    assert weights_bytes(70_000_000_000, "float16") == 140e9  # seed 001's 70B at 16 bits
+    gpt2 = PRESETS["gpt2"]
+    assert kv_bytes_per_token(gpt2, "float16") == 2 * 12 * 12 * 64 * 2
+    # GQA: 8 KV heads instead of 64 make the 70B cache 8 times smaller than with full heads
+    full = ModelShape(**{**PRESETS["llama-2-70b"].__dict__, "kv_heads": 64})
+    assert kv_cache_bytes(full, 4096) == 8 * kv_cache_bytes(PRESETS["llama-2-70b"], 4096)
+
+
+@pytest.mark.parametrize("shape, cls, config", [
+    (TINY_LLAMA, LlamaForCausalLM, LlamaConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2,
+                                               num_attention_heads=4, num_key_value_heads=2,
+                                               intermediate_size=48, max_position_embeddings=64,
+                                               tie_word_embeddings=True)),
+    (TINY_GPT2, GPT2LMHeadModel, GPT2Config(vocab_size=97, n_embd=32, n_layer=2, n_head=4, n_positions=64)),
+])
+def test_flop_and_kv_formulas_match_a_real_forward_pass(shape, cls, config):
+    torch.manual_seed(0)
+    config._attn_implementation = "eager"  # the CPU's fused attention kernel is invisible to the counter
+    model = cls(config).eval()
+    assert sum(p.numel() for p in model.parameters()) == count_parameters(shape)
+    ids = torch.randint(0, 97, (1, 11))
+    counted = count_forward_flops(model, ids)
+    assert sum(counted.values()) == sum(forward_flops(shape, 11).values())
+    assert counted["bmm"] == forward_flops(shape, 11)["attention scores"]
+    with torch.inference_mode():
+        cache = output_cache(model(input_ids=ids, use_cache=True))
+    assert measured_kv_bytes(cache) == kv_cache_bytes(shape, 11, dtype="float32")
+
+
+def test_two_n_rule_differs_from_the_count_in_the_expected_places():
+    shape = PRESETS["gpt2"]
+    per_token = sum(forward_flops(shape, 1).values())
+    n = count_parameters(shape)
+    # tied: the embedding lookup costs nothing, the LM head costs 2 V d; positions and biases cost nothing
+    biases_norms = parameter_breakdown(shape)["norms"] + shape.layers * (4 * 768 + 4 * 768 + 768)
+    assert per_token == flops_per_token_2n(n) - 2 * 1024 * 768 - 2 * biases_norms + 4 * 12 * 768
+
+
+def test_estimate_and_bad_input():
+    e = estimate(PRESETS["llama-2-70b"], "int4", tokens=4096, batch=2)
+    assert e.kv_dtype == "float16" and e.weights_bytes == PUBLISHED["llama-2-70b"] / 2
+    assert "GiB" in e.summary()
+    with pytest.raises(BadShape, match="unknown dtype"):
+        weights_bytes(10, "int3")
+    with pytest.raises(BadShape, match="unknown preset"):
+        preset("gpt5")
+    with pytest.raises(BadShape, match="divide"):
+        ModelShape("x", "llama", 10, 30, 1, 4, 4, 8, 0, True, 8)
+    with pytest.raises(BadShape, match="family"):
+        ModelShape("x", "rnn", 10, 32, 1, 4, 4, 8, 0, True, 8)
+    with pytest.raises(BadShape, match="KV heads"):
+        ModelShape("x", "gpt2", 10, 32, 1, 4, 2, 8, 8, True, 8)  # GPT-2 has no grouped-query attention
+    for bias in ("attention_bias", "mlp_bias"):
+        with pytest.raises(BadShape, match=bias):
+            shape_from_config(LlamaConfig(**{bias: True}))
+    with pytest.raises(BadShape, match="no known group"):
+        parameter_group("encoder.conv.weight")
+    with pytest.raises(BadShape):
+        kv_cache_bytes(PRESETS["gpt2"], -1)
+
+
+def test_load_timing_refuses_a_missing_checksum():
+    fields = dict(format="safetensors", file="model.safetensors", sha256="ab" * 32, run=0, import_s=1.0,
+                  load_s=0.5, second_load_s=None, parameters=10, evicted=False)
+    assert json.loads(json.dumps(LoadTiming(**fields).to_dict()))["sha256"] == "ab" * 32
+    with pytest.raises(InferlabError, match="sha256"):
+        LoadTiming(**{**fields, "sha256": ""})
+    with pytest.raises(InferlabError, match="parameters"):
+        LoadTiming(**{**fields, "parameters": 0})
+
+
+def test_fresh_process_load(tmp_path):
+    from safetensors.torch import save_file
+    config = LlamaConfig(vocab_size=97, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                         num_key_value_heads=2, intermediate_size=48, max_position_embeddings=64)
+    model = LlamaForCausalLM(config)
+    state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    save_file(state, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    config.save_pretrained(tmp_path)
+    from inferlab.provenance import sha256_file
+    real = sha256_file(tmp_path / "model.safetensors")
+    timing = time_load_in_fresh_process("safetensors", tmp_path / "model.safetensors", real, again=True)
+    assert timing.parameters == sum(p.numel() for p in model.parameters()) and timing.sha256 == real
+    assert timing.load_s > 0 and timing.second_load_s > 0 and timing.import_s > 0
+    with pytest.raises(InferlabError, match="changed"):  # the file is re-hashed: a wrong checksum is caught
+        time_load_in_fresh_process("safetensors", tmp_path / "model.safetensors", "cd" * 32)
+    with pytest.raises(BadShape, match="format"):
+        time_load_in_fresh_process("pickle", tmp_path / "model.safetensors", "cd" * 32)
+
+
+def test_fresh_process_without_a_record_is_a_clear_error(tmp_path, monkeypatch):
+    import subprocess
+
+    from inferlab import sizing
+    (tmp_path / "model.safetensors").write_bytes(b"x")
+    monkeypatch.setattr(sizing.subprocess, "run",
+                        lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout="", stderr="killed"))
+    with pytest.raises(InferlabError, match="no timing record"):
+        time_load_in_fresh_process("safetensors", tmp_path / "model.safetensors")
+
+
+def test_checkers_accept_right_and_reject_wrong_answers():
+    assert checks_ch02.check_weights_gb(26) and not checks_ch02.check_weights_gb(13)
+    assert checks_ch02.check_copies(3) and not checks_ch02.check_copies(4)
+    assert checks_ch02.check_flops_per_token(26) and not checks_ch02.check_flops_per_token(13)
+    assert checks_ch02.check_min_time_us(86.7) and not checks_ch02.check_min_time_us(0.0867)
+    assert checks_ch02.check_bandwidth_time_ms(13) and not checks_ch02.check_bandwidth_time_ms(1.3)
+    assert checks_ch02.check_weights_gb(35, 70e9, "int4") and not checks_ch02.check_weights_gb(140, 70e9, "int4")
+    assert checks_ch02.check_kv_gib(1.25) and not checks_ch02.check_kv_gib(10)
+    assert checks_ch02.check_parameter_count(354_823_168) and not checks_ch02.check_parameter_count(345_000_000)
+
+
+def test_gguf_metadata_and_tensor_tables_of_the_bundled_file():
+    from inferlab.loaders import smollm2_gguf
+    from inferlab.sizing import gguf_metadata_bytes, gguf_tensor_types
+
+    try:
+        path = smollm2_gguf()
+    except InferlabError as error:
+        pytest.skip(f"bundled GGUF unavailable: {error}")
+    meta = gguf_metadata_bytes(path)
+    assert "tokenizer.ggml.tokens" in meta and all(n > 0 for n in meta.values())
+    types = gguf_tensor_types(path)
+    assert sum(r["parameters"] for r in types.values()) == PUBLISHED["smollm2-135m"]
+    assert sum(meta.values()) + sum(r["bytes"] for r in types.values()) < path.stat().st_size
