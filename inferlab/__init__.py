@@ -8,6 +8,11 @@ stage timing (:mod:`inferlab.timing`), the toy generator (:mod:`inferlab.toy`), 
 and loaders (:mod:`inferlab.registry`, :mod:`inferlab.loaders`), provenance
 (:mod:`inferlab.provenance`), the real runner (:mod:`inferlab.runner`), token counts
 (:mod:`inferlab.tokens`) and the command line (:mod:`inferlab.cli`).
+
+Chapter 2: sizing of parameters, memory and FLOPs (:mod:`inferlab.sizing`). Chapter 3: byte-level
+BPE (:mod:`inferlab.bpe`) and chat templates on token ids (:mod:`inferlab.chat`). Chapter 4: native
+forward passes (:mod:`inferlab.models`). Chapter 5: decoding rules (:mod:`inferlab.sampling`).
+Chapter 6: the engine and its backends (:mod:`inferlab.engine`, :mod:`inferlab.backends`).
 """
 from .errors import BadRequest, InferlabError, ModelUnavailable
 from .record import STAGES, GenerationResult, StageTiming, TokenGenerator

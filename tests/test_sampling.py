@@ -310,3 +310,17 @@ def test_chapter_checkers_tell_right_from_wrong():
     assert check_top_p(crosses) is False
     assert check_distinct_n(distinct_n) is True
     assert check_distinct_n(lambda samples, n: 1.0) is False
+
+
+def test_cached_and_batched_requests_give_the_same_tokens(smollm2):
+    # generate_with and sample_many pass the KV cache back through inferlab.compat, so that the same
+    # code runs under transformers 4 (past_key_values=) and 5 (cache=); a cache that is silently
+    # ignored would change the logits and so the tokens.
+    from inferlab.sampling import generate_with, sample_many
+
+    rule = DecodingRule(do_sample=True, temperature=0.8, top_p=0.9)
+    plain = generate_with(smollm2, "Once upon a time", 6, rule, seed=3)
+    cached = generate_with(smollm2, "Once upon a time", 6, rule, seed=3, use_cache=True)
+    assert cached.token_ids == plain.token_ids
+    batch = sample_many(smollm2, "Once upon a time", 6, rule, seeds=[3, 4])
+    assert batch[0] == plain.token_ids and len(batch[1]) == 6
