@@ -120,8 +120,9 @@ def test_every_chapter_renders_offline_with_all_its_figures(browser, relative):
     figures = page.locator(".plotly-graph-div")
     if figures.count():
         page.wait_for_selector(".plotly-graph-div .main-svg", timeout=10_000)
-    drawn = page.locator(".plotly-graph-div .main-svg").count()
-    assert drawn >= figures.count(), f"{figures.count()} figures, {drawn} drawn"
+    undrawn = [figures.nth(i).get_attribute("id") for i in range(figures.count())
+               if figures.nth(i).locator(".main-svg").count() == 0]
+    assert not undrawn, f"figures not drawn: {undrawn}"
     text = page.locator("main").inner_text()
     assert "{glue" not in text
     assert page.locator(".cell_output .output.error, .output.traceback").count() == 0
