@@ -1,6 +1,6 @@
 """``python -m inferlab``: see :mod:`inferlab.cli` (Chapter 1)."""
 import sys
 
-from .cli import main
+from inferlab.cli import main
 
 sys.exit(main())

@@ -6,9 +6,9 @@ import json
 import sys
 from collections.abc import Sequence
 
-from .errors import InferlabError
-from .request import MAX_NEW_TOKENS_LIMIT, parse_request
-from .timing import format_summary, run_repeated, summarise_timings
+from inferlab.errors import InferlabError
+from inferlab.request import MAX_NEW_TOKENS_LIMIT, parse_request
+from inferlab.timing import format_summary, run_repeated, summarise_timings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,30 +53,30 @@ def _generate(args: argparse.Namespace) -> int:
     if not real and args.backend != "runner":
         raise InferlabError("--backend applies to real models: add --real or --model")
     if real:
-        from .registry import load_model
+        from inferlab.models.registry import load_model
 
         loaded = load_model(args.model or "default", device=args.device, seed=args.weights_seed,
                             verbose=not args.json)
         load_seconds: float | None = loaded.load_seconds
         if uses_engine:
-            from .backends import NativeBackend, TransformersBackend
-            from .engine import Engine
+            from inferlab.engine.backends_old import NativeBackend, TransformersBackend
+            from inferlab.engine import Engine
 
             backend = TransformersBackend(loaded) if args.backend == "transformers" else NativeBackend(loaded)
             generator: object = Engine(backend, threads=args.threads)
         else:
-            from .runner import RealModelRunner
+            from inferlab.runner import RealModelRunner
 
             generator = RealModelRunner(loaded, threads=args.threads)
     else:
         load_seconds = None
         if uses_engine:
-            from .backends import ToyBackend
-            from .engine import Engine
+            from inferlab.engine.backends_old import ToyBackend
+            from inferlab.engine import Engine
 
             generator = Engine(ToyBackend(seed=args.seed))
         else:
-            from .toy import ToyGenerator
+            from inferlab.toy import ToyGenerator
 
             generator = ToyGenerator(seed=args.seed)
     if args.stream:
@@ -117,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "models":
-            from .registry import REGISTRY, available_models
+            from inferlab.models.registry import REGISTRY, available_models
 
             for name in available_models():
                 base = name.removesuffix("-random")

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import InferlabError
+from inferlab.errors import InferlabError
 
 _CHUNK = 1 << 20
 

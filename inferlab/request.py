@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import BadRequest
+from inferlab.errors import BadRequest
 
 #: The most new tokens one request may ask for; larger values are almost always a typo.
 MAX_NEW_TOKENS_LIMIT = 4096

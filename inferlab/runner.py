@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .record import GenerationResult
-from .registry import LoadedModel
-from .request import check_context, parse_request
-from .timing import StageClock
+from inferlab.records import GenerationResult
+from inferlab.models.registry import LoadedModel
+from inferlab.request import check_context, parse_request
+from inferlab.timing import StageClock
 
 
 class RealModelRunner:

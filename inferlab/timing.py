@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .record import GenerationResult, StageTiming
+from inferlab.records import GenerationResult, StageTiming
 
 
 def synchronize(device: str) -> None:

@@ -10,10 +10,10 @@ import math
 import random
 import string
 
-from .errors import BadRequest
-from .record import GenerationResult
-from .request import parse_request
-from .timing import StageClock
+from inferlab.errors import BadRequest
+from inferlab.records import GenerationResult
+from inferlab.request import parse_request
+from inferlab.timing import StageClock
 
 #: The toy's vocabulary: one character per token, 57 symbols.
 TOY_VOCABULARY: str = string.ascii_uppercase + string.ascii_lowercase + " .,!?"

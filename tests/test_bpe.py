@@ -1,4 +1,4 @@
-"""Tests of the from-scratch byte-level BPE (Chapter 3) and the token views of inferlab.chat."""
+"""Tests of the from-scratch byte-level BPE (Chapter 3) and the token views of inferlab.text.chat."""
 from __future__ import annotations
 
 import json
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from inferlab.bpe import BPETokenizer, byte_order, byte_to_char, gpt2_bpe, pretokenize, train_bpe
-from inferlab.chat import chat_ids, encode_plain, token_rows, tokens_html
+from inferlab.text.bpe import BPETokenizer, byte_order, byte_to_char, gpt2_bpe, pretokenize, train_bpe
+from inferlab.text.chat import chat_ids, encode_plain, token_rows, tokens_html
 from inferlab.errors import BadRequest, InferlabError
 
 CORPUS = (Path(__file__).resolve().parent.parent / "data" / "ch03_corpus.txt").read_text(encoding="utf-8")
@@ -198,7 +198,7 @@ def test_gpt2_merges_in_our_encoder_give_gpt2_ids(gpt2_tokenizer):
 
 
 def test_real_tokenizers_round_trip_too(gpt2_tokenizer):
-    from inferlab.tokens import load_tokenizer
+    from inferlab.text.counts import load_tokenizer
 
     smol = load_tokenizer("smollm2-135m")
     for tok in (gpt2_tokenizer, smol):
@@ -208,7 +208,7 @@ def test_real_tokenizers_round_trip_too(gpt2_tokenizer):
             assert tok.decode(tok.encode(text, add_special_tokens=False)) == text, (tok.name_or_path, text)
 
 
-# --- inferlab.chat --------------------------------------------------------------------------------------
+# --- inferlab.text.chat --------------------------------------------------------------------------------------
 
 def test_token_rows_reassemble_the_text(trained, gpt2_tokenizer):
     text = "Tokens 🙂 cost 1234 bytes\n    indented"
@@ -220,7 +220,7 @@ def test_token_rows_reassemble_the_text(trained, gpt2_tokenizer):
 
 
 def test_special_tokens_and_chat_template_of_smollm2():
-    from inferlab.tokens import load_tokenizer
+    from inferlab.text.counts import load_tokenizer
 
     smol = load_tokenizer("smollm2-135m")
     ids = chat_ids(smol, [{"role": "user", "content": "Hi"}])
@@ -234,7 +234,7 @@ def test_special_tokens_and_chat_template_of_smollm2():
 
 
 def test_chat_ids_refuse_a_base_tokenizer_and_bad_messages(gpt2_tokenizer):
-    from inferlab.tokens import load_tokenizer
+    from inferlab.text.counts import load_tokenizer
 
     with pytest.raises(BadRequest, match="no chat template"):
         chat_ids(gpt2_tokenizer, [{"role": "user", "content": "Hi"}])
@@ -249,8 +249,8 @@ def test_chat_ids_refuse_a_base_tokenizer_and_bad_messages(gpt2_tokenizer):
 def test_checkers_accept_right_answers_and_reject_wrong_ones():
     import codecs
 
-    from inferlab import checks_ch03
-    from inferlab.tokens import load_tokenizer
+    from inferbook.checks import ch03 as checks_ch03
+    from inferlab.text.counts import load_tokenizer
 
     def good_stream(tokenizer, ids):
         decoder = codecs.getincrementaldecoder("utf-8")()
@@ -318,7 +318,7 @@ def test_token_bytes_of_a_tokenizer_that_is_not_byte_level():
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from inferlab.chat import is_byte_level, token_bytes
+    from inferlab.text.chat import is_byte_level, token_bytes
 
     pieces = ["<unk>", "▁", "c", "a", "f", "é", "▁c", "ca", "▁ca", "caf", "▁caf", "▁café"]
     vocab = {p: i for i, p in enumerate(pieces)} | {f"<0x{b:02X}>": len(pieces) + b for b in range(256)}
@@ -346,7 +346,7 @@ def test_decode_bytes_takes_any_integer_type_but_not_bool_or_float(trained):
 
 
 def test_merges_checker_does_not_print_the_answer(capsys):
-    from inferlab import checks_ch03
+    from inferbook.checks import ch03 as checks_ch03
 
     assert not checks_ch03.merges_learned("ab ab ab abc bc", 256 + 3, [("a", "b"), ("b", "c"), ("Ġ", "ab")])
     said = capsys.readouterr().out

@@ -1,7 +1,7 @@
 import dataclasses
 import random
 
-from inferlab.checks import check_toy_sampling, has_stop_reason, same_output_twice
+from inferbook.checks.ch01 import check_toy_sampling, has_stop_reason, same_output_twice
 from inferlab.toy import greedy_pick, stable_softmax
 from inferlab.toy import ToyGenerator
 

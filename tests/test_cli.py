@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from inferlab import loaders
+from inferlab.models import loaders
 from inferlab.cli import main
 
 

@@ -1,11 +1,11 @@
 import pytest
 import torch
 
-from inferlab.backends import NativeBackend, ToyBackend, TransformersBackend
+from inferlab.engine.backends_old import NativeBackend, ToyBackend, TransformersBackend
 from inferlab.engine import STOP_REASONS, Backend, Engine, held_back
 from inferlab.sampling import DecodingRule
 from inferlab.errors import BadRequest
-from inferlab.record import TokenGenerator
+from inferlab.records import TokenGenerator
 from inferlab.runner import RealModelRunner
 from inferlab.toy import ToyGenerator
 

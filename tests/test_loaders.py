@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from inferlab import loaders
+from inferlab.models import loaders
 from inferlab.errors import ModelUnavailable
 from inferlab.provenance import sha256_file
-from inferlab.registry import load_model
+from inferlab.models.registry import load_model
 
 
 def test_gpt2_from_a_local_folder(monkeypatch, tiny_gpt2_folder):

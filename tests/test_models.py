@@ -5,7 +5,7 @@ from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausa
 
 from inferlab.errors import BadRequest, InferlabError
 from inferlab.models import GPT2, Llama, NativeCausalLM, UnsupportedModel, causal_attention, from_config
-from inferlab.models.costs import (OPS, Shape, cost_totals, counted_matmul_flops, forward_costs, profile_ops,
+from inferlab.analysis.flops import (OPS, Shape, cost_totals, counted_matmul_flops, forward_costs, profile_ops,
                                    time_last_only)
 
 PROMPT = "An inference engine takes a trained model and a request, and it must turn them into"
@@ -208,7 +208,7 @@ def test_smollm2_full_size_logits_and_greedy_tokens(smollm2):
 
 
 def test_exercise_checkers_accept_right_and_reject_wrong_answers():
-    from inferlab.checks_ch04 import check_norm, check_wasted_head_flops
+    from inferbook.checks.ch04 import check_norm, check_wasted_head_flops
 
     def rmsnorm(x, w, eps):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w

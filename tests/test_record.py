@@ -1,6 +1,6 @@
 import json
 
-from inferlab.record import STAGES, GenerationResult, StageTiming
+from inferlab.records import STAGES, GenerationResult, StageTiming
 
 
 def make_result() -> GenerationResult:

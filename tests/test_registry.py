@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from inferlab import loaders, registry
+from inferlab.models import loaders, registry
 from inferlab.errors import ModelUnavailable
-from inferlab.registry import available_models, load_model, pick_device
+from inferlab.models.registry import available_models, load_model, pick_device
 
 
 def test_names():

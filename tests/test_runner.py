@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from inferlab.errors import BadRequest
-from inferlab.record import STAGES
+from inferlab.records import STAGES
 from inferlab.runner import RealModelRunner
 
 PROMPT = "An inference engine takes a trained model and a request, and it must turn them into"

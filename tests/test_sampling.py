@@ -297,7 +297,7 @@ def test_beam_search_refuses_bad_settings():
 
 
 def test_chapter_checkers_tell_right_from_wrong():
-    from inferlab.checks_ch05 import check_distinct_n, check_top_p
+    from inferbook.checks.ch05 import check_distinct_n, check_top_p
 
     assert check_top_p(lambda scores, p: TopP(p)(None, scores)) is True
     assert check_top_p(lambda scores, p: scores) is False

@@ -5,10 +5,10 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
-from inferlab import checks_ch02
+from inferbook.checks import ch02 as checks_ch02
 from inferlab.compat import output_cache
 from inferlab.errors import InferlabError
-from inferlab.sizing import (
+from inferlab.analysis.sizing import (
     PRESETS, BadShape, LoadTiming, ModelShape, count_forward_flops, count_model_parameters, count_parameters,
     estimate, flops_per_token_2n, forward_flops, kv_bytes_per_token, kv_cache_bytes, measured_kv_bytes,
     meta_model, parameter_breakdown, parameter_group, parameters_by_layer, preset, shape_from_config,
@@ -39,7 +39,7 @@ def test_formula_matches_transformers_group_by_group(name):
 def test_shape_round_trips_through_transformers_configs():
     assert shape_from_config(GPT2Config(), "gpt2").hidden == 768
     for name in ("gpt2", "smollm2-135m", "llama-2-70b"):
-        from inferlab.sizing import to_config
+        from inferlab.analysis.sizing import to_config
         again = shape_from_config(to_config(PRESETS[name]), name)
         assert count_parameters(again) == count_parameters(PRESETS[name])
 
@@ -155,7 +155,7 @@ def test_fresh_process_load(tmp_path):
 def test_fresh_process_without_a_record_is_a_clear_error(tmp_path, monkeypatch):
     import subprocess
 
-    from inferlab import sizing
+    from inferlab.analysis import sizing
     (tmp_path / "model.safetensors").write_bytes(b"x")
     monkeypatch.setattr(sizing.subprocess, "run",
                         lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout="", stderr="killed"))
@@ -175,8 +175,8 @@ def test_checkers_accept_right_and_reject_wrong_answers():
 
 
 def test_gguf_metadata_and_tensor_tables_of_the_bundled_file():
-    from inferlab.loaders import smollm2_gguf
-    from inferlab.sizing import gguf_metadata_bytes, gguf_tensor_types
+    from inferlab.models.loaders import smollm2_gguf
+    from inferlab.analysis.sizing import gguf_metadata_bytes, gguf_tensor_types
 
     try:
         path = smollm2_gguf()

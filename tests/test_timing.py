@@ -1,6 +1,6 @@
 import pytest
 
-from inferlab.record import GenerationResult, StageTiming
+from inferlab.records import GenerationResult, StageTiming
 from inferlab.timing import StageClock, format_summary, run_repeated, summarise_timings
 from inferlab.toy import ToyGenerator
 

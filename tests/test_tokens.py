@@ -1,4 +1,4 @@
-from inferlab.tokens import count_units, load_tokenizer
+from inferlab.text.counts import count_units, load_tokenizer
 
 
 def test_gpt2_tokenizer_from_package_gives_gpt2_ids(gpt2_tokenizer):

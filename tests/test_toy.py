@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from inferlab.errors import BadRequest
-from inferlab.record import STAGES
+from inferlab.records import STAGES
 from inferlab.toy import TOY_VOCABULARY, ToyGenerator, greedy_pick, stable_softmax
 
 

@@ -5,8 +5,8 @@
     native(ids)              # logits [batch, seq, vocab]
     native.last_logits(ids)  # logits [batch, vocab] of the last position only
 """
-from .gpt2 import GPT2
-from .llama import Llama
-from .native import NativeCausalLM, UnsupportedModel, causal_attention, from_config
+from inferlab.models.gpt2 import GPT2
+from inferlab.models.llama import Llama
+from inferlab.models.base import NativeCausalLM, UnsupportedModel, causal_attention, from_config
 
 __all__ = ["GPT2", "Llama", "NativeCausalLM", "UnsupportedModel", "causal_attention", "from_config"]

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.profiler import record_function
 
-from .native import NativeCausalLM, UnsupportedModel, causal_attention, config_value, copy_into, tied_head_check
+from inferlab.models.base import NativeCausalLM, UnsupportedModel, causal_attention, config_value, copy_into, tied_head_check
 
 GELUS = {"gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu": "none"}
 

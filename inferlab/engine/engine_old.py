@@ -14,11 +14,11 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from .errors import BadRequest
-from .record import GenerationResult
-from .request import check_context, parse_request
-from .sampling import DecodingRule, make_generator
-from .timing import StageClock
+from inferlab.errors import BadRequest
+from inferlab.records import GenerationResult
+from inferlab.request import check_context, parse_request
+from inferlab.sampling import DecodingRule, make_generator
+from inferlab.timing import StageClock
 
 #: The reasons a generation can stop (Chapter 6).
 STOP_REASONS = ("length", "eos", "stop_string")

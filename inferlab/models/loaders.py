@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from .errors import ModelUnavailable
-from .provenance import sha256_file, sha256_files
+from inferlab.errors import ModelUnavailable
+from inferlab.provenance import sha256_file, sha256_files
 
 GPT2_HUB_ID = "openai-community/gpt2"
 #: Files of a GPT-2 snapshot that the lab needs (no TensorFlow, Flax or ONNX copies).

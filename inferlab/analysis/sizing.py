@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InferlabError
+from inferlab.errors import InferlabError
 
 #: Bytes per parameter of each weight format; int8 and int4 before any per-block scales (Chapter 2).
 BYTES_PER_PARAM: dict[str, float] = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0, "int8": 1.0, "int4": 0.5}
@@ -421,7 +421,7 @@ def time_load_in_fresh_process(fmt: str, file: Path, sha256: str | None = None, 
     except (IndexError, json.JSONDecodeError):
         raise InferlabError(f"loading {file.name} in a fresh process printed no timing record; "
                             f"stdout ended {done.stdout[-500:]!r}, stderr ended {done.stderr[-1500:]!r}") from None
-    from .provenance import sha256_file
+    from inferlab.provenance import sha256_file
 
     measured = sha256_file(file)  # hashed after the timed load, so that hashing cannot warm the page cache first
     if sha256 and measured != sha256:

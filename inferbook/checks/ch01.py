@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .record import GenerationResult, TokenGenerator
+from inferlab.records import GenerationResult, TokenGenerator
 
 
 def same_output_twice(generator: TokenGenerator, prompt: str = "Hello", max_new_tokens: int = 8) -> bool:
@@ -28,7 +28,7 @@ def check_toy_sampling(make: Callable[[int], TokenGenerator], prompt: str = "Hel
     sampling seed. Passes when one sampling seed gives the same tokens on two requests, and when five
     sampling seeds do not all reproduce the greedy toy's output (greedy would pass the first test).
     """
-    from .toy import ToyGenerator
+    from inferlab.toy import ToyGenerator
 
     repeatable = same_output_twice(make(7), prompt, max_new_tokens)
     greedy = ToyGenerator(seed=7).generate(prompt, max_new_tokens).token_ids

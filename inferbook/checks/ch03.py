@@ -4,7 +4,7 @@ from __future__ import annotations
 import codecs
 from typing import Any, Callable, Iterable, Iterator
 
-from .bpe import BPETokenizer, gpt2_bpe, train_bpe
+from inferlab.text.bpe import BPETokenizer, gpt2_bpe, train_bpe
 
 #: "ラーメン" matters: GPT-2 has a token that is "ー" plus the first two bytes of the next character.
 STREAM_TEXT = "Tokens arrive one by one: 日本語, ラーメンのお店, café, 🙂👍🏽 and 🇫🇷."
@@ -61,7 +61,7 @@ def streams_cleanly(decode_stream: Callable[[BPETokenizer, Iterable[int]], Itera
 
 def same_chat_ids(ids: list[int], tokenizer: Any, messages: list[dict[str, str]]) -> bool:
     """Chapter 3, exercise 3: do hand-built ids equal the chat template's ids for these messages?"""
-    from .chat import chat_ids
+    from inferlab.text.chat import chat_ids
 
     expected = chat_ids(tokenizer, messages)
     same = list(ids) == expected

@@ -6,7 +6,7 @@ about the order and the first digit, not the last.
 """
 from __future__ import annotations
 
-from .sizing import GIB, count_parameters, flops_per_token_2n, kv_cache_bytes, preset, weights_bytes
+from inferlab.analysis.sizing import GIB, count_parameters, flops_per_token_2n, kv_cache_bytes, preset, weights_bytes
 
 
 def _verdict(label: str, answer: float, expected: float, unit: str, tolerance: float) -> bool:

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.profiler import record_function
 
-from ..errors import BadRequest, InferlabError
+from inferlab.errors import BadRequest, InferlabError
 
 
 class UnsupportedModel(InferlabError, ValueError):
@@ -96,8 +96,8 @@ class NativeCausalLM(nn.Module):
 
 def from_config(config: Any, state_dict: Mapping[str, torch.Tensor]) -> NativeCausalLM:
     """Build the native model that ``config.model_type`` names and load the HF state dict (Chapter 4)."""
-    from .gpt2 import GPT2
-    from .llama import Llama
+    from inferlab.models.gpt2 import GPT2
+    from inferlab.models.llama import Llama
 
     kinds: dict[str, type] = {"gpt2": GPT2, "llama": Llama}
     model_type = getattr(config, "model_type", None)

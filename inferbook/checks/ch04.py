@@ -7,7 +7,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .errors import BadRequest
+from inferlab.errors import BadRequest
 
 
 def check_norm(fn: Callable[..., torch.Tensor], kind: str = "rmsnorm", atol: float = 1e-5) -> bool:
@@ -32,7 +32,7 @@ def check_norm(fn: Callable[..., torch.Tensor], kind: str = "rmsnorm", atol: flo
 
 def check_wasted_head_flops(answer: float, config: Any, seq: int, rel: float = 0.01) -> bool:
     """Chapter 4, exercise 3: LM-head FLOPs spent on the ``seq - 1`` positions generation does not read."""
-    from .models.costs import forward_costs
+    from inferlab.analysis.flops import forward_costs
 
     def head(last_only: bool) -> int:
         return next(c.matmul_flops for c in forward_costs(config, seq, last_only=last_only) if c.op == "lm_head")

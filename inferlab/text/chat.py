@@ -1,7 +1,7 @@
 """Showing token ids: each token's bytes, special tokens, chat templates, coloured spans (Chapter 3).
 
 Works with the book's real tokenizers (Hugging Face, byte-level: GPT-2 and SmolLM2) and with
-:class:`inferlab.bpe.BPETokenizer`.
+:class:`inferlab.text.bpe.BPETokenizer`.
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .bpe import BPETokenizer, byte_to_char
-from .errors import BadRequest
+from inferlab.text.bpe import BPETokenizer, byte_to_char
+from inferlab.errors import BadRequest
 
 #: Background colours for consecutive tokens (light, so that the text stays readable).
 PALETTE = ("#fde68a", "#bfdbfe", "#bbf7d0", "#fbcfe8", "#ddd6fe", "#fed7aa")

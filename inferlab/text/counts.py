@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ModelUnavailable
+from inferlab.errors import ModelUnavailable
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ def load_tokenizer(name: str) -> Any:
     """
     from transformers import AutoTokenizer
 
-    from .loaders import gpt2_tokenizer_from_package, locate_smollm2
+    from inferlab.models.loaders import gpt2_tokenizer_from_package, locate_smollm2
 
     if name == "gpt2":
         return gpt2_tokenizer_from_package()

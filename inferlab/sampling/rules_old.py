@@ -19,12 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from .compat import cache_kwargs, output_cache
-from .errors import BadRequest
-from .record import GenerationResult
-from .registry import LoadedModel
-from .request import check_context, parse_request
-from .timing import StageClock
+from inferlab.compat import cache_kwargs, output_cache
+from inferlab.errors import BadRequest
+from inferlab.records import GenerationResult
+from inferlab.models.registry import LoadedModel
+from inferlab.request import check_context, parse_request
+from inferlab.timing import StageClock
 
 NEG_INF = float("-inf")
 #: The smallest temperature accepted: below it, float32 logits divided by T overflow to infinities and

@@ -21,8 +21,8 @@ from typing import Any, Iterator
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from ..errors import BadRequest
-from .native import NativeCausalLM, UnsupportedModel, config_value
+from inferlab.errors import BadRequest
+from inferlab.models.base import NativeCausalLM, UnsupportedModel, config_value
 
 #: The operation types of a forward pass, in the order they run; the profiler regions carry these names.
 OPS = ("embedding", "norm", "attn_proj", "rope", "scores", "softmax", "context", "mlp", "residual", "lm_head")

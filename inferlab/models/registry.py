@@ -11,9 +11,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .errors import ModelUnavailable
-from .loaders import Weights, gpt2_tokenizer_from_package, locate_gpt2, locate_smollm2, quiet_progress_bars
-from .provenance import Provenance, sha256_parameters, tokenizer_fingerprint
+from inferlab.errors import ModelUnavailable
+from inferlab.models.loaders import Weights, gpt2_tokenizer_from_package, locate_gpt2, locate_smollm2, quiet_progress_bars
+from inferlab.provenance import Provenance, sha256_parameters, tokenizer_fingerprint
 
 RANDOM_SUFFIX = "-random"
 DEFAULT = "default"

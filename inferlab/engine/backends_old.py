@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import LoadedModel
-from .toy import ToyGenerator
+from inferlab.models.registry import LoadedModel
+from inferlab.toy import ToyGenerator
 
 
 class ToyBackend:
@@ -113,7 +113,7 @@ class NativeBackend(_HFTokenizerMixin):
     """
 
     def __init__(self, loaded: LoadedModel, last_only: bool = True):
-        from .models import NativeCausalLM
+        from inferlab.models import NativeCausalLM
 
         self._setup(loaded)
         self.native = NativeCausalLM.from_hf(loaded.model)
