@@ -1,29 +1,37 @@
 """Inference Lab: a small, inspectable runtime for reproducible inference experiments.
 
 Each chapter of the book adds one piece; the docstring of every public function names the chapter
-that introduces it.
+that introduces it. The chain, bottom to top (imports run one way, upwards):
 
-Chapter 1: the request record (:mod:`inferlab.records`), request checks (:mod:`inferlab.request`),
-stage timing (:mod:`inferlab.timing`), the toy generator (:mod:`inferlab.toy`), the model registry
-and loaders (:mod:`inferlab.models.registry`, :mod:`inferlab.models.loaders`), provenance
-(:mod:`inferlab.provenance`), the real runner (:mod:`inferlab.runner`), token counts
-(:mod:`inferlab.text.counts`) and the command line (:mod:`inferlab.cli`).
-
-Chapter 2: sizing of parameters, memory and FLOPs (:mod:`inferlab.analysis.sizing`). Chapter 3: byte-level
-BPE (:mod:`inferlab.text.bpe`) and chat templates on token ids (:mod:`inferlab.text.chat`). Chapter 4: native
-forward passes (:mod:`inferlab.models`). Chapter 5: decoding rules (:mod:`inferlab.sampling`).
-Chapter 6: the engine and its backends (:mod:`inferlab.engine`, :mod:`inferlab.engine.backends_old`).
+- :mod:`inferlab.errors`, :mod:`inferlab.records`, :mod:`inferlab.timing`, :mod:`inferlab.provenance`:
+  errors, the result and stream records, the stage clock, provenance (Chapter 1).
+- :mod:`inferlab.text`: token counts (Chapter 1), byte-level BPE and chat templates on ids (Chapter 3).
+- :mod:`inferlab.models`: the registry and loaders (Chapter 1), the one model shape (Chapter 2), the
+  toy model (Chapter 1), native forward passes (Chapter 4), transformers behind the same seam (Chapter 6).
+- :mod:`inferlab.sampling`: decoding rules and beam search (Chapter 5), per-request parameters (Chapter 6).
+- :mod:`inferlab.analysis`: sizing and FLOPs (Chapters 2 and 4), diversity measures (Chapter 5).
+- :mod:`inferlab.engine`: the one generation loop and its backends (Chapter 6; Chapter 1's faces).
+- :mod:`inferlab.bench`: repeated requests and stage summaries (Chapter 1; Part II fills it).
+- :mod:`inferlab.cli`: ``python -m inferlab generate ...`` (Chapter 1).
 """
+from inferlab.engine import (
+    Engine,
+    RealModelRunner,
+    TokenGenerator,
+    ToyGenerator,
+    native_backend,
+    toy_backend,
+    transformers_backend,
+)
 from inferlab.errors import BadRequest, InferlabError, ModelUnavailable
-from inferlab.records import STAGES, GenerationResult, StageTiming, TokenGenerator
-from inferlab.request import Request, parse_request
-from inferlab.timing import StageClock, StageSummary, run_repeated, summarise_timings
-from inferlab.toy import ToyGenerator
+from inferlab.records import STAGES, STOP_REASONS, GenerationResult, StageTiming, StreamEvent
+from inferlab.sampling.params import SamplingParams
+from inferlab.sampling.rule import DecodingRule
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
-    "STAGES", "BadRequest", "GenerationResult", "InferlabError", "ModelUnavailable", "Request",
-    "StageClock", "StageSummary", "StageTiming", "TokenGenerator", "ToyGenerator",
-    "parse_request", "run_repeated", "summarise_timings",
+    "STAGES", "STOP_REASONS", "BadRequest", "DecodingRule", "Engine", "GenerationResult", "InferlabError",
+    "ModelUnavailable", "RealModelRunner", "SamplingParams", "StageTiming", "StreamEvent", "TokenGenerator",
+    "ToyGenerator", "native_backend", "toy_backend", "transformers_backend",
 ]

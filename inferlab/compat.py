@@ -20,3 +20,13 @@ def cache_kwargs(cache: Any) -> dict[str, Any]:
 
     major = int(transformers.__version__.split(".")[0])
     return {"cache": cache} if major >= 5 else {"past_key_values": cache}
+
+
+def new_dynamic_cache(config: Any) -> Any:
+    """An empty transformers ``DynamicCache`` for a model's config, under either version (Chapter 6)."""
+    from transformers import DynamicCache
+
+    try:
+        return DynamicCache(config=config)
+    except TypeError:  # releases whose DynamicCache takes no config
+        return DynamicCache()

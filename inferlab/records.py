@@ -1,13 +1,14 @@
-"""The request record: what one request asked for, what came back and where the time went.
+"""The records every generation returns: stage timings, stop reasons, results and stream events.
 
-Introduced in Chapter 1. Every generator in the lab returns a :class:`GenerationResult`, so the
-same harness can time, repeat and summarise any of them.
+Introduced in Chapter 1 (the result and its stage timings) and completed in Chapter 6 (stop
+reasons and stream events). Every path through the engine produces these same records, so the same
+harness can time, repeat and compare any backend.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 #: The stages of one request, in the order they first run (Chapter 1).
 STAGES: tuple[str, ...] = (
@@ -19,6 +20,10 @@ STAGES: tuple[str, ...] = (
     "decode",
     "response_format",
 )
+
+#: Why a generation stopped (Chapter 6): it produced ``max_new_tokens`` tokens, the model produced
+#: an end-of-sequence token, or the text reached one of the request's stop strings.
+STOP_REASONS: tuple[str, ...] = ("length", "eos", "stop_string")
 
 
 @dataclass(frozen=True)
@@ -32,19 +37,33 @@ class StageTiming:
 
 @dataclass
 class GenerationResult:
-    """What one request produced, with ordered stage timings and its simulated stages (Chapter 1)."""
+    """What one request produced, how, and where its time went (Chapter 1; completed in Chapter 6).
+
+    ``token_ids`` are the generated ids: they include the token that completed a stop string (the
+    model did produce it) but never an end-of-sequence token. ``tokens`` holds the text of each
+    generated id decoded on its own. ``text`` is the decoded text of ``token_ids``, cut before the
+    stop string when there is one. ``params`` records the sampling parameters as run, including the
+    seed that was drawn for a sampled request that gave none; ``provenance`` records the model,
+    its weights, the backend, device and threads.
+    """
 
     prompt: str
     prompt_ids: list[int]
     token_ids: list[int]
     tokens: list[str]
     text: str
+    stop_reason: str
     timings: list[StageTiming]
     simulated_stages: list[str]
-    metadata: dict[str, Any] = field(default_factory=dict)
-    #: Why generation stopped: "length", "eos" or "stop_string"; None where a generator does not say
-    #: (the Chapter 1 generators always run to length). Set by the Engine (Chapter 6).
-    stop_reason: str | None = None
+    params: dict[str, Any]
+    provenance: dict[str, Any]
+    request_id: int = 0
+    #: Which of a request's ``n`` samples this is (Chapter 5).
+    index: int = 0
+
+    def __post_init__(self) -> None:
+        if self.stop_reason not in STOP_REASONS:
+            raise ValueError(f"stop_reason must be one of {STOP_REASONS}, got {self.stop_reason!r}")
 
     def stage_totals(self) -> dict[str, float]:
         """Seconds spent in each stage, summed over steps, in first-seen order (Chapter 1)."""
@@ -70,10 +89,20 @@ class GenerationResult:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
 
-@runtime_checkable
-class TokenGenerator(Protocol):
-    """Anything that turns a prompt into a :class:`GenerationResult` (Chapter 1)."""
+@dataclass(frozen=True)
+class StreamEvent:
+    """One piece of a streamed generation: the token, the text it releases, and when (Chapter 6).
 
-    def generate(self, prompt: str, max_new_tokens: int) -> GenerationResult:
-        """Generate up to ``max_new_tokens`` tokens after ``prompt``."""
-        ...
+    ``text`` is only the newly released text; concatenating the ``text`` of every event of one
+    sample gives its result's ``text``. ``elapsed_s`` counts from the request's admission. The last
+    event of a sample has ``done=True`` and carries its complete :class:`GenerationResult`.
+    """
+
+    request_id: int
+    index: int
+    step: int
+    token_id: int | None
+    text: str
+    elapsed_s: float
+    done: bool = False
+    result: GenerationResult | None = field(default=None, repr=False)

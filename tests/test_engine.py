@@ -1,206 +1,274 @@
+"""The engine's loop, stop rules, streaming, seeds, threads and admission checks (Chapter 6).
+
+A scripted model and tokenizer make every case exact: the model "predicts" a fixed script of ids.
+"""
+import random
+
 import pytest
 import torch
 
-from inferlab.engine.backends_old import NativeBackend, ToyBackend, TransformersBackend
-from inferlab.engine import STOP_REASONS, Backend, Engine, held_back
+from inferlab.engine import (Backend, Engine, IncrementalDetokenizer, ToyGenerator, find_stop, held_back,
+                             toy_backend)
+from inferlab.errors import BadRequest, InferlabError
+from inferlab.models.toy import greedy_pick
+from inferlab.records import STAGES
 from inferlab.sampling import DecodingRule
-from inferlab.errors import BadRequest
-from inferlab.records import TokenGenerator
-from inferlab.runner import RealModelRunner
-from inferlab.toy import ToyGenerator
+from inferlab.sampling.params import SamplingParams
+
+VOCAB = ["a", "b", "c", " ", "S", "T", "O", "P", "<eos>"]
+EOS = 8
 
 
-class Scripted:
-    """A backend that 'predicts' a fixed script of ids, over a tiny vocabulary."""
-
-    device, context, simulated_stages, name = "cpu", 64, ["forward_pass"], "scripted"
-
-    def __init__(self, vocab: list[str], script: list[int], eos: int | None = None):
-        self.vocab, self.script = vocab, script
-        self.eos_token_ids = frozenset() if eos is None else frozenset({eos})
-        self.calls = 0
+class ScriptTokenizer:
+    def __init__(self, vocab):
+        self.vocab = vocab
 
     def tokenize(self, text):
         return list(text)
 
-    def encode(self, pieces):
+    def convert_tokens_to_ids(self, pieces):
         return [self.vocab.index(p) for p in pieces]
-
-    def next_token_logits(self, ids):
-        logits = torch.zeros(len(self.vocab))
-        logits[self.script[self.calls]] = 1.0
-        self.calls += 1
-        return logits
 
     def decode(self, ids):
         return "".join(self.vocab[i] for i in ids)
 
-    def describe(self):
-        return {"backend": "scripted"}
+
+class ScriptModel:
+    """Logits that put the most weight on script[k] at step k; counts its calls."""
+
+    max_positions = 64
+
+    def __init__(self, vocab_size, script):
+        self.vocab_size, self.script, self.calls = vocab_size, script, 0
+
+    def new_cache(self):
+        return None
+
+    def __call__(self, input_ids, positions=None, cache=None, last_only=False):
+        logits = torch.zeros(input_ids.shape[0], input_ids.shape[1], self.vocab_size, dtype=torch.bfloat16)
+        logits[:, -1, self.script[self.calls]] = 1.0
+        self.calls += 1
+        return logits
 
 
-VOCAB = ["a", "b", "c", " ", "S", "T", "O", "P", "<eos>"]
+def scripted(script, vocab=VOCAB, decode=None):
+    tokenizer = ScriptTokenizer(vocab)
+    if decode is not None:
+        tokenizer.decode = decode
+    return Backend("scripted", ScriptModel(len(vocab), script), tokenizer, frozenset({EOS}), "cpu",
+                   {"backend": "scripted"}, simulated_stages=("forward_pass",))
 
 
-def run(script, stop=(), eos=None, n=None):
-    engine = Engine(Scripted(VOCAB, script, eos))
-    events = list(engine.stream("a", n or len(script), stop))
-    return events, events[-1].result
+def run(script, stop=(), max_new_tokens=None, **kw):
+    engine = Engine(scripted(script, **kw))
+    events = list(engine.stream("a", SamplingParams(max_new_tokens=max_new_tokens or len(script), stop=stop)))
+    return engine, events, events[-1].result
 
 
-def test_the_engine_is_a_token_generator_and_backends_are_backends(smollm2):
-    assert isinstance(Engine(ToyBackend()), TokenGenerator)
-    assert isinstance(ToyBackend(), Backend) and isinstance(TransformersBackend(smollm2), Backend)
-    assert set(STOP_REASONS) == {"length", "eos", "stop_string"}
-
-
-def test_toy_backend_gives_the_toy_generators_tokens():
-    assert Engine(ToyBackend(seed=7)).generate("Hello", 12).text == ToyGenerator(seed=7).generate("Hello", 12).text
-
-
-def test_transformers_backend_matches_the_chapter_1_runner(smollm2):
-    engine_result = Engine(TransformersBackend(smollm2)).generate("The capital of France is", 6)
-    runner_result = RealModelRunner(smollm2).generate("The capital of France is", 6)
-    assert engine_result.token_ids == runner_result.token_ids
-    assert engine_result.stop_reason == "length" and engine_result.simulated_stages == []
-    assert engine_result.metadata["backend"]["sha256"] == smollm2.provenance.sha256
-
-
-def test_native_backend_matches_transformers_token_for_token(smollm2):
-    prompt = "An inference engine takes a trained model and a request, and it must turn them into"
-    native = Engine(NativeBackend(smollm2)).generate(prompt, 12)
-    reference = Engine(TransformersBackend(smollm2)).generate(prompt, 12)
-    assert native.token_ids == reference.token_ids
-    assert native.metadata["backend"]["backend"] == "native (inferlab.models)"
-
-
-def test_stop_at_length():
-    events, result = run([0, 1, 2])
+def test_stop_at_length_one_model_call_per_step_and_float32_logits():
+    engine, events, result = run([0, 1, 2])
     assert result.text == "abc" and result.stop_reason == "length" and result.token_ids == [0, 1, 2]
-    assert "".join(e.text for e in events) == "abc" and events[-1].done
+    assert "".join(e.text for e in events) == "abc" and events[-1].done and engine.backend.model.calls == 3
+    logits = Engine(scripted([1])).runner.logits([[0, 1]])
+    assert logits.dtype == torch.float32 and logits.shape == (1, len(VOCAB))  # the model returned bfloat16
 
 
 def test_stop_at_end_of_sequence_which_is_not_part_of_the_text():
-    events, result = run([0, 1, 8, 2], eos=8, n=4)
+    _, events, result = run([0, 1, EOS, 2], max_new_tokens=4)
     assert result.stop_reason == "eos" and result.text == "ab" and result.token_ids == [0, 1]
-    assert "".join(e.text for e in events) == "ab"
+    assert "".join(e.text for e in events) == "ab" and EOS not in [e.token_id for e in events]
+
+
+def test_ignore_eos_keeps_going_to_the_budget():
+    engine = Engine(scripted([0, EOS, 1]))
+    result = engine.generate("a", SamplingParams(max_new_tokens=3, ignore_eos=True))
+    assert result.token_ids == [0, EOS, 1] and result.stop_reason == "length"
 
 
 def test_stop_string_is_cut_and_never_streamed():
-    events, result = run([0, 3, 4, 5, 6, 7, 1], stop=["STOP"])
-    assert result.stop_reason == "stop_string" and result.text == "a "
+    _, events, result = run([0, 3, 4, 5, 6, 7, 1], stop=("STOP",))
+    assert result.stop_reason == "stop_string" and result.text == "a " and result.token_ids == [0, 3, 4, 5, 6, 7]
     streamed = "".join(e.text for e in events)
     assert streamed == "a " and "S" not in streamed
 
 
+def test_earliest_of_several_stop_strings_wins():
+    _, _, result = run([0, 4, 5, 6, 7, 1], stop=("OP", "ST"))
+    assert result.text == "a" and result.stop_reason == "stop_string"
+
+
 def test_a_false_start_of_a_stop_string_is_released_later():
-    events, result = run([4, 5, 0, 1], stop=["STOP"])
+    _, events, result = run([4, 5, 0, 1], stop=("STOP",))
     assert result.stop_reason == "length" and result.text == "STab"
     assert [e.text for e in events if not e.done] == ["", "", "STa", "b"]
 
 
-def test_held_back():
-    assert held_back("abcST", ["STOP"]) == 2
-    assert held_back("abc", ["STOP"]) == 0
-    assert held_back("xS", ["STOP", "SX"]) == 1
-    assert held_back("", ["STOP"]) == 0
+def test_held_back_and_find_stop():
+    assert held_back("abcST", ["STOP"]) == 2 and held_back("abc", ["STOP"]) == 0
+    assert held_back("xS", ["STOP", "SX"]) == 1 and held_back("", ["STOP"]) == 0
+    assert find_stop("xxSTOP", 2, ["STOP"]) == 2 and find_stop("STOPxx", 2, ["STOP"]) is None
+
+
+def test_find_stop_in_the_tail_agrees_with_a_full_search():
+    rng = random.Random(0)
+    for _ in range(2000):
+        stops = ["".join(rng.choice("ab") for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(1, 3))]
+        text, old = "", None
+        for _ in range(12):
+            new = "".join(rng.choice("abc") for _ in range(rng.randint(0, 3)))
+            text += new
+            tail = find_stop(text, len(new), stops)
+            hits = [text.find(s) for s in stops if s in text]
+            full = min(hits) if hits else None
+            assert tail == full, (text, new, stops)
+            if full is not None:
+                break
 
 
 def test_incomplete_utf8_characters_wait_for_their_last_byte(gpt2_tokenizer):
-    class Bytes(Scripted):
-        def decode(self, ids):
-            return gpt2_tokenizer.decode(ids)
-
-    emoji_ids = gpt2_tokenizer.encode("🙂")
-    assert len(emoji_ids) > 1  # GPT-2 splits this emoji into byte-level pieces
-    engine = Engine(Bytes(VOCAB + [""] * 60000, emoji_ids))
-    events = list(engine.stream("a", len(emoji_ids)))
-    assert [e.text for e in events[:-1]] == [""] * (len(emoji_ids) - 1) + ["🙂"]
+    emoji_ids = gpt2_tokenizer.encode("a🙂")
+    assert len(emoji_ids) > 2  # GPT-2 splits this emoji into byte-level pieces
+    vocab = ["x"] * len(gpt2_tokenizer)
+    backend = scripted(emoji_ids, vocab=vocab, decode=gpt2_tokenizer.decode)
+    events = list(Engine(backend).stream([0], SamplingParams(max_new_tokens=len(emoji_ids))))
+    assert [e.text for e in events[:-1]] == ["a"] + [""] * (len(emoji_ids) - 2) + ["🙂"]
 
 
-def test_decoding_rule_is_pluggable_and_seeded_per_request():
-    engine = Engine(ToyBackend(), DecodingRule(do_sample=True, temperature=2.0))
-    first, again = engine.generate("Hello", 24, seed=1), engine.generate("Hello", 24, seed=1)
-    other = engine.generate("Hello", 24, seed=2)
-    assert first.token_ids == again.token_ids and first.token_ids != other.token_ids
-    assert first.metadata["rule"] == "T=2" and first.metadata["seed"] == 1
-    greedy = Engine(ToyBackend()).generate("Hello", 24)
-    assert greedy.metadata["rule"] == "greedy" and greedy.token_ids != first.token_ids
-    top1 = Engine(ToyBackend(), DecodingRule(do_sample=True, top_k=1)).generate("Hello", 24, seed=5)
-    assert top1.token_ids == greedy.token_ids  # sampling from the top-1 set is greedy decoding
+@pytest.mark.parametrize("which", ["gpt2", "smollm2"])
+def test_incremental_detokenization_equals_a_full_decode(which, gpt2_tokenizer):
+    if which == "gpt2":
+        tokenizer = gpt2_tokenizer
+    else:
+        from inferlab.text.counts import load_tokenizer
+        tokenizer = load_tokenizer("smollm2-135m")
+    rng = random.Random(1)
+    alphabet = list("abc XYZ,.\n") + list("äöüßéñ") + list("東京晴語") + ["🙂", "🚀", "👩‍💻"]
+    decode = lambda ids: tokenizer.decode(ids)  # noqa: E731
+    for _ in range(150):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30)))
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        # the prompt ends after a whole character; the answer may hold any characters, split anywhere
+        cuts = [c for c in range(1, len(ids)) if not decode(ids[:c]).endswith("\ufffd")]
+        if not cuts:
+            continue
+        prompt, stream = ids[:(cut := rng.choice(cuts))], ids[cut:]
+        detok = IncrementalDetokenizer(decode, prompt)
+        pieces = [detok.push(i) for i in stream] + [detok.flush()]
+        assert "".join(pieces) == detok.text == decode(stream), (which, text, cut)
+        if "\ufffd" not in decode(stream):  # a stream of whole characters never releases half of one
+            assert all("\ufffd" not in p for p in pieces)
 
 
-def test_bad_requests(smollm2):
-    engine = Engine(TransformersBackend(smollm2))
-    with pytest.raises(BadRequest, match="empty"):
-        engine.generate("", 4)
-    with pytest.raises(BadRequest, match="stop strings"):
-        engine.generate("hi", 4, stop=[""])
-    with pytest.raises(BadRequest, match="8192 positions"):
-        engine.generate("word " * 8200, 4)
-    with pytest.raises(ValueError):
-        Engine(ToyBackend(), threads=0)
-
-
-def test_threads_are_set_for_the_request_and_restored(smollm2):
-    before = torch.get_num_threads()
-    result = Engine(TransformersBackend(smollm2), threads=before + 1).generate("Hi", 1)
-    assert result.metadata["threads"] == before + 1 and torch.get_num_threads() == before
-    stream = Engine(TransformersBackend(smollm2), threads=before + 1).stream("Hi", 3)
-    next(stream)
-    stream.close()  # a caller that stops reading early still gets its thread count back
-    assert torch.get_num_threads() == before
-
-
-def test_a_single_stop_string_is_not_split_into_characters():
-    _, result = run([0, 4, 1, 2], stop="ST")
-    assert result.stop_reason == "length" and result.text == "aSbc"
-
-
-def test_overlapping_stop_strings_cut_at_the_first_completed_match():
-    # "answer" is still incomplete when "sw" completes, so the engine stops at "sw".
-    vocab = list("answer ")
-    engine = Engine(Scripted(vocab, [vocab.index(c) for c in "answer"]))
-    assert engine.generate("a", 6, stop=["answer", "sw"]).text == "an"
-    # Two stop strings completed by the same token: the earlier start wins.
-    assert Engine(Scripted(vocab, [vocab.index(c) for c in "answer"])).generate("a", 6, stop=["wer", "swer"]).text == "an"
-
-
-def test_a_stop_string_inside_one_token():
-    vocab = ["x.y", "z"]
-    result = Engine(Scripted(vocab + ["a"], [0, 1])).generate("a", 2, stop=["."])
-    assert result.text == "x" and result.stop_reason == "stop_string" and result.token_ids == [0]
-
-
-def test_held_back_text_is_released_when_the_model_ends():
-    events, result = run([0, 4, 8], stop=["STOP"], eos=8)
-    assert result.stop_reason == "eos" and result.text == "aS"
-    assert "".join(e.text for e in events) == "aS" and events[-2].text == "S"
-
-
-def test_stream_equals_text_for_random_scripts():
-    import random
-
-    rng = random.Random(0)
+def test_broken_utf8_streams_differ_from_a_full_decode_only_in_replacement_characters(gpt2_tokenizer):
+    rng = random.Random(2)
+    pool = sorted(set(gpt2_tokenizer.encode("Grüße 東京 🙂🚀 naïve")))
     for _ in range(200):
-        script = [rng.randrange(len(VOCAB) - 1) for _ in range(rng.randrange(1, 12))]
-        stop = rng.sample(["STOP", "ab", "c ", "OP", "b"], rng.randrange(0, 3))
-        events, result = run(script, stop=stop)
-        assert "".join(e.text for e in events) == result.text
-        assert not any(s in result.text for s in stop)
-        stages = [t.stage for t in result.timings]
-        assert stages.count("forward_pass") == stages.count("sample") >= 1
+        stream = [rng.choice(pool) for _ in range(rng.randint(1, 30))]
+        detok = IncrementalDetokenizer(gpt2_tokenizer.decode, [rng.choice(pool)])
+        text = "".join(detok.push(i) for i in stream) + detok.flush()
+        assert text.replace("\ufffd", "") == gpt2_tokenizer.decode(stream).replace("\ufffd", "")
 
 
-def test_sampled_requests_ignore_the_global_random_state():
-    engine = Engine(ToyBackend(), DecodingRule(do_sample=True, temperature=2.0))
-    torch.manual_seed(123)
-    first = engine.generate("Hello", 16, seed=4)
-    torch.manual_seed(999)
-    torch.rand(10)
-    assert engine.generate("Hello", 16, seed=4).token_ids == first.token_ids
+def test_fresh_seed_is_recorded_and_replays_the_run():
+    engine = Engine(toy_backend(7))
+    rule = DecodingRule(do_sample=True, temperature=1.5)
+    first = engine.generate("Hello", SamplingParams(max_new_tokens=24, rule=rule))
+    second = engine.generate("Hello", SamplingParams(max_new_tokens=24, rule=rule))
+    assert isinstance(first.params["seed"], int) and first.params["seed"] != second.params["seed"]
+    assert first.token_ids != second.token_ids  # two users do not get the same "random" text
+    replay = engine.generate("Hello", SamplingParams(max_new_tokens=24, rule=rule, seed=first.params["seed"]))
+    assert replay.token_ids == first.token_ids
+    assert engine.generate("Hello", SamplingParams(max_new_tokens=4)).params["seed"] is None  # greedy
 
 
-def test_result_records_what_is_needed_to_replay_it():
-    _, result = run([0, 1], stop=["zz"])
-    assert result.metadata["stop"] == ["zz"] and result.metadata["max_new_tokens"] == 2
+def test_n_samples_equal_single_requests_with_seeds_seed_plus_i():
+    engine = Engine(toy_backend(7))
+    rule = DecodingRule(do_sample=True, top_k=10)
+    together = engine.generate_all("Hi", SamplingParams(max_new_tokens=16, rule=rule, seed=40, n=4))
+    alone = [engine.generate("Hi", SamplingParams(max_new_tokens=16, rule=rule, seed=40 + i)) for i in range(4)]
+    assert [r.index for r in together] == [0, 1, 2, 3]
+    assert [r.token_ids for r in together] == [r.token_ids for r in alone]
+    assert [r.params["seed"] for r in together] == [40, 41, 42, 43]
+    with pytest.raises(BadRequest, match="generate_all"):
+        engine.generate("Hi", SamplingParams(n=2))
+
+
+def test_toy_generator_is_the_engine_and_matches_an_inline_greedy_loop():
+    toy = ToyGenerator(seed=7)
+    ids = toy.engine.backend.tokenizer.convert_tokens_to_ids(list("Hello"))
+    for _ in range(12):
+        ids.append(greedy_pick(toy.model.next_token_probs(ids)))
+    result = toy.generate("Hello", 12)
+    assert result.token_ids == ids[5:] and result.text == toy.engine.backend.tokenizer.decode(ids[5:])
+    assert [t.stage for t in result.timings[:3]] == list(STAGES[:3]) and result.timings[-1].stage == "response_format"
+
+
+def test_threads_are_set_while_generating_and_restored_even_when_a_stream_is_abandoned():
+    before = torch.get_num_threads()
+    target = 1 if before != 1 else 2
+    engine = Engine(toy_backend(7), threads=target)
+    seen = []
+
+    class Watch:  # a model that records the thread count it runs under
+        vocab_size, max_positions = 57, None
+
+        def new_cache(self):
+            return None
+
+        def __call__(self, input_ids, positions=None, cache=None, last_only=False):
+            seen.append(torch.get_num_threads())
+            return torch.zeros(input_ids.shape[0], 1, 57)
+
+    engine.runner.model = Watch()
+    assert engine.generate("Hi", SamplingParams(max_new_tokens=3)).provenance["threads"] == target
+    assert torch.get_num_threads() == before
+    for event in engine.stream("Hi", SamplingParams(max_new_tokens=50)):
+        assert torch.get_num_threads() == target
+        break  # abandon the stream: the loop drops it, Python closes it
+    assert torch.get_num_threads() == before and set(seen) == {target}
+    assert not engine.has_unfinished()  # the abandoned request was aborted
+    engine.generate("Hi", SamplingParams(max_new_tokens=2))  # and the engine is free again
+
+
+def test_busy_engine_and_manual_steps():
+    engine = Engine(toy_backend(7))
+    request_id = engine.add_request("Hello", SamplingParams(max_new_tokens=3))
+    with pytest.raises(InferlabError, match="busy"):
+        engine.generate("Hi")
+    events = []
+    while engine.has_unfinished():
+        events += engine.step()
+    assert events[-1].done and events[-1].result.request_id == request_id
+    assert engine.step() == []
+
+
+@pytest.mark.parametrize("prompt, params, message", [
+    ("", SamplingParams(), "prompt is empty"),
+    ("   ", SamplingParams(), "prompt is empty"),
+    ([], SamplingParams(), "non-empty"),
+    ([0, 99], SamplingParams(), "token ids must lie in"),
+    ("a" * 60, SamplingParams(max_new_tokens=8), "context holds 64 positions"),
+    ("a", "greedy", "params must be SamplingParams"),
+])
+def test_bad_requests_are_refused_before_anything_is_queued(prompt, params, message):
+    engine = Engine(scripted([0] * 8))
+    with pytest.raises(BadRequest, match=message):
+        engine.add_request(prompt, params)
+    assert not engine.has_unfinished() and engine.backend.model.calls == 0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_new_tokens": 0}, "max_new_tokens"), ({"max_new_tokens": 5000}, "max_new_tokens"),
+    ({"max_new_tokens": 2.0}, "whole number"), ({"seed": -1}, "seed"), ({"n": 0}, "n must be"),
+    ({"stop": ("",)}, "stop strings"), ({"rule": "greedy"}, "DecodingRule"),
+])
+def test_bad_sampling_parameters_are_refused_when_made(kwargs, message):
+    with pytest.raises(BadRequest, match=message):
+        SamplingParams(**kwargs)
+
+
+def test_bad_engine_settings():
+    with pytest.raises(BadRequest, match="threads"):
+        Engine(toy_backend(), threads=0)
+    with pytest.raises(BadRequest, match="keeps no cache|keeps none"):
+        Engine(toy_backend(), kv_cache=True)

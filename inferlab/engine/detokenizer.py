@@ -1,0 +1,55 @@
+"""Incremental detokenization: text for each new token without decoding the whole answer again (Chapter 6).
+
+Decoding every generated id at every step costs time that grows with the answer (quadratic in its
+length over a whole generation). Instead, as vLLM's detokenizer does, keep two offsets into the ids:
+``prefix_offset`` where a short window of already-released text starts, and ``read_offset`` where
+the unreleased ids start. Each step decodes only that window twice, with and without the new ids,
+and releases the difference. A window that ends inside a multi-byte character decodes to the
+replacement character U+FFFD; its text is held back until the bytes that complete it arrive.
+
+For valid UTF-8 the released pieces add up to exactly the full decode. Bytes that never form a
+character still come out as U+FFFD, but how many replacement characters a run of invalid bytes
+becomes can depend on where the window starts, so such text may differ from a full decode in the
+number of U+FFFD characters only (vLLM's detokenizer behaves the same way).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+#: How many prompt ids give the first generated token its left context (as in vLLM).
+CONTEXT_IDS = 5
+REPLACEMENT = "\ufffd"
+
+
+class IncrementalDetokenizer:
+    """Releases the text of a growing list of ids, a piece per token, decoding a short window (Chapter 6)."""
+
+    def __init__(self, decode: Callable[[list[int]], str], prompt_ids: Sequence[int] = ()):
+        self.decode = decode
+        # The last few prompt ids decode with the first new ids, so that a tokenizer whose text for a
+        # token depends on its left neighbour (a leading space, a byte pair) still decodes correctly.
+        self.ids: list[int] = list(prompt_ids[-CONTEXT_IDS:])
+        self.prefix_offset = 0
+        self.read_offset = len(self.ids)
+        self.text = ""
+
+    def push(self, token_id: int) -> str:
+        """Add one id; return the text it completes ('' while a character is still incomplete) (Chapter 6)."""
+        self.ids.append(token_id)
+        prefix = self.decode(self.ids[self.prefix_offset:self.read_offset])
+        window = self.decode(self.ids[self.prefix_offset:])
+        if len(window) <= len(prefix) or window.endswith(REPLACEMENT):
+            return ""
+        delta = window[len(prefix):]
+        self.prefix_offset, self.read_offset = self.read_offset, len(self.ids)
+        self.text += delta
+        return delta
+
+    def flush(self) -> str:
+        """Release whatever is held back, even an incomplete character, when generation ends (Chapter 6)."""
+        prefix = self.decode(self.ids[self.prefix_offset:self.read_offset])
+        window = self.decode(self.ids[self.prefix_offset:])
+        delta = window[len(prefix):]
+        self.prefix_offset = self.read_offset = len(self.ids)
+        self.text += delta
+        return delta
