@@ -36,3 +36,39 @@ def tiny_gpt2_folder(tmp_path_factory, gpt2_tokenizer):
     model.save_pretrained(folder)
     gpt2_tokenizer.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_models():
+    """Two-layer transformers models in which every parameter, biases and norm weights included, is random.
+
+    ``gpt2`` and ``llama`` (grouped-query attention, a head_dim of 32 that is not hidden/heads = 16,
+    a tied head) are the main pair; each other entry changes one feature. Every parameter is drawn
+    from N(0, 0.3^2) with its own seed, so no two same-shaped parameters are equal (swapping them
+    changes the logits) and the logits are of order one (the largest about 3): neither flat nor
+    saturated.
+    """
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    def randomised(model, seed):
+        generator = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3)
+        return model.eval()
+
+    def gpt2(**kw):
+        args = dict(n_layer=2, n_embd=64, n_head=4, n_positions=64, vocab_size=128, bos_token_id=0, eos_token_id=0)
+        return GPT2LMHeadModel(GPT2Config(**{**args, **kw}))
+
+    def llama(**kw):
+        args = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                    intermediate_size=128, vocab_size=128, max_position_embeddings=64, tie_word_embeddings=True,
+                    rope_theta=1000.0, bos_token_id=0, eos_token_id=0)
+        return LlamaForCausalLM(LlamaConfig(**{**args, **kw}))
+
+    builders = {"gpt2": gpt2, "gpt2-exact-gelu": lambda: gpt2(activation_function="gelu"), "llama": llama,
+                "llama-untied": lambda: llama(tie_word_embeddings=False),
+                "llama-mqa": lambda: llama(num_key_value_heads=1), "llama-mha": lambda: llama(num_key_value_heads=4)}
+    return {name: randomised(build(), seed) for seed, (name, build) in enumerate(builders.items())}

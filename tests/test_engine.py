@@ -272,3 +272,20 @@ def test_bad_engine_settings():
         Engine(toy_backend(), threads=0)
     with pytest.raises(BadRequest, match="keeps no cache|keeps none"):
         Engine(toy_backend(), kv_cache=True)
+
+
+def test_the_engine_calls_a_model_in_exactly_one_place():
+    """Every generation path (generate, stream, n samples, beam search) goes through ModelRunner.forward."""
+    import ast
+    import pathlib
+
+    import inferlab.engine
+
+    calls = []
+    for path in sorted(pathlib.Path(inferlab.engine.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "model":
+                calls.append(f"{path.name}:{node.lineno}")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "model":
+                calls.append(f"{path.name}:{node.lineno}")
+    assert len(calls) == 1 and calls[0].startswith("runner.py:"), calls

@@ -1,6 +1,9 @@
 """Chapter 5: decoding rules, checked against transformers' processors and beam search."""
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 import torch
 from transformers.generation.logits_process import (
@@ -11,6 +14,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
+import inferlab.sampling
 from inferlab.errors import BadRequest, InferlabError
 from inferlab.sampling import (
     DecodingRule,
@@ -23,9 +27,7 @@ from inferlab.sampling import (
     TopP,
     apply_processors,
     beam_search,
-    distinct_n,
     make_generator,
-    repetition_rate,
 )
 
 
@@ -171,51 +173,49 @@ def test_decoding_rule_matches_transformers_names():
     assert DecodingRule(top_k=5, top_p=0.5).processors == ()  # greedy ignores the warpers
 
 
-def test_diversity_measures():
-    assert distinct_n([[1, 2, 3], [1, 2, 3]], 1) == 0.5
-    assert distinct_n([[1, 2, 3], [4, 5, 6]], 2) == 1.0
-    assert repetition_rate([1, 2, 1, 2, 1, 2], 2) == pytest.approx(1 - 2 / 5)
-    assert repetition_rate([1, 2, 3, 4], 2) == 0.0
-    with pytest.raises(BadRequest):
-        distinct_n([[1]], 2)
+def test_multinomial_rows_draw_as_if_alone(logits):
+    # each row's draw depends on its own generator alone: a request's tokens do not change with its batch
+    batch = Multinomial()(logits, [make_generator(seed) for seed in range(logits.shape[0])])
+    alone = [int(Multinomial()(row, [make_generator(seed)])) for seed, row in enumerate(logits)]
+    assert batch.tolist() == alone
 
 
-def _tiny_llama(seed: int = 0):
-    from transformers import LlamaConfig, LlamaForCausalLM
+class ModelLogits:
+    """A test :class:`~inferlab.sampling.beam.LogitsSource` over a transformers model, counting its rows."""
 
-    config = LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                         initializer_range=0.3, bos_token_id=0, eos_token_id=1, pad_token_id=1)
-    torch.manual_seed(seed)
-    return LlamaForCausalLM(config).eval()
+    def __init__(self, model, max_positions: int):
+        self.model = model
+        self.vocab_size = model.config.vocab_size
+        self.max_positions = max_positions
+        self.calls: list[list[list[int]]] = []
 
-
-@pytest.mark.parametrize("seed", [0, 1])
-@pytest.mark.parametrize("early_stopping", [True, False, "never"])
-@pytest.mark.parametrize("eos_at", [None, 1, 4])
-def test_beam_search_matches_generate(seed, early_stopping, eos_at):
-    model = _tiny_llama(seed)
-    prompt = [0, 17, 42, 8, 33]
-    # make end-of-sequence a token the beams actually reach: the eos_at-th token of the plain best beam
-    eos = None if eos_at is None else beam_search(model, prompt, 3, 10).sequences[0][eos_at]
-    ours = beam_search(model, prompt, num_beams=3, max_new_tokens=10, eos_token_id=eos,
-                       early_stopping=early_stopping)
-    with torch.inference_mode():
-        ref = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-                             num_beams=3, do_sample=False, early_stopping=early_stopping, max_new_tokens=10,
-                             length_penalty=1.0, eos_token_id=eos, pad_token_id=1, use_cache=False,
-                             return_dict_in_generate=True, output_scores=True)
-    assert ours.sequences[0] == ref.sequences[0, len(prompt):].tolist()
-    assert ours.scores[0] == pytest.approx(float(ref.sequences_scores[0]), abs=1e-4)
+    def logits(self, rows):
+        self.calls.append([list(row) for row in rows])
+        with torch.inference_mode():
+            return self.model(input_ids=torch.tensor(rows), use_cache=False).logits[:, -1].float()
 
 
-def _many_eos(seed: int, count: int) -> list[int]:
-    """``count`` end-of-sequence ids out of 2..95: enough that several hypotheses finish early."""
+TINY_CONTEXT = 64
+
+
+def _tiny_gpt2(seed: int = 0):
+    """A two-layer GPT-2 over 97 ids in which every parameter, norms and biases included, is random."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=97, n_positions=TINY_CONTEXT,
+                        bos_token_id=0, eos_token_id=None, pad_token_id=1)
+    model = GPT2LMHeadModel(config).eval()
     g = torch.Generator().manual_seed(seed)
-    return sorted(torch.randperm(94, generator=g)[:count].add(2).tolist())
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=g) * 0.7)
+    return model
 
 
-def _hf_beams(model, prompt, eos, early_stopping, length_penalty, max_new_tokens=12):
+PROMPT = [0, 17, 42, 8, 33]
+
+
+def _hf_beams(model, prompt, eos, early_stopping, length_penalty=1.0, max_new_tokens=10):
     """transformers' beam search and the number of forward passes (steps) it ran."""
     calls = []
     hook = model.register_forward_hook(lambda module, args, output: calls.append(1))
@@ -230,17 +230,39 @@ def _hf_beams(model, prompt, eos, early_stopping, length_penalty, max_new_tokens
     return ref, len(calls)
 
 
-@pytest.mark.parametrize("seed,n_eos", [(0, 8), (0, 16), (2, 24)])
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("early_stopping", [True, False, "never"])
+@pytest.mark.parametrize("eos_at", [None, 1, 4])
+def test_beam_search_matches_generate(seed, early_stopping, eos_at):
+    model = _tiny_gpt2(seed)
+    source = ModelLogits(model, TINY_CONTEXT)
+    # make end-of-sequence a token the beams actually reach: the eos_at-th token of the plain best beam
+    eos = None if eos_at is None else beam_search(source, PROMPT, 3, 10).sequences[0][eos_at]
+    ours = beam_search(source, PROMPT, num_beams=3, max_new_tokens=10, eos_token_id=eos,
+                       early_stopping=early_stopping)
+    ref, _ = _hf_beams(model, PROMPT, eos, early_stopping)
+    best = ref.sequences[0, len(PROMPT):].tolist()
+    n = len(ours.sequences[0])
+    assert best[:n] == ours.sequences[0] and all(t == 1 for t in best[n:])  # the rest is padding
+    assert ours.scores[0] == pytest.approx(float(ref.sequences_scores[0]), abs=1e-4)
+
+
+def _many_eos(seed: int, count: int) -> list[int]:
+    """``count`` end-of-sequence ids out of 2..96: enough that several hypotheses finish early."""
+    g = torch.Generator().manual_seed(seed)
+    return sorted(torch.randperm(95, generator=g)[:count].add(2).tolist())
+
+
+@pytest.mark.parametrize("seed,n_eos", [(0, 12), (4, 24), (7, 8)])
 @pytest.mark.parametrize("early_stopping", [True, False, "never"])
 @pytest.mark.parametrize("length_penalty", [1.0, 2.0])
 def test_beam_search_stops_like_generate_when_hypotheses_finish_early(seed, n_eos, early_stopping, length_penalty):
-    model = _tiny_llama(seed)
-    prompt = [0, 17, 42, 8, 33]
+    model = _tiny_gpt2(seed)
     eos = _many_eos(seed, n_eos)
-    ours = beam_search(model, prompt, num_beams=3, max_new_tokens=12, eos_token_id=eos,
+    ours = beam_search(ModelLogits(model, TINY_CONTEXT), PROMPT, num_beams=3, max_new_tokens=12, eos_token_id=eos,
                        early_stopping=early_stopping, length_penalty=length_penalty)
-    ref, hf_steps = _hf_beams(model, prompt, eos, early_stopping, length_penalty)
-    best = ref.sequences[0, len(prompt):].tolist()
+    ref, hf_steps = _hf_beams(model, PROMPT, eos, early_stopping, length_penalty, max_new_tokens=12)
+    best = ref.sequences[0, len(PROMPT):].tolist()
     n = len(ours.sequences[0])
     assert best[:n] == ours.sequences[0] and all(t == 1 for t in best[n:])  # the rest is padding
     assert ours.scores[0] == pytest.approx(float(ref.sequences_scores[0]), abs=1e-4)
@@ -248,56 +270,68 @@ def test_beam_search_stops_like_generate_when_hypotheses_finish_early(seed, n_eo
 
 
 def test_early_stopping_modes_differ_when_beams_finish_early():
-    model = _tiny_llama(0)
-    prompt = [0, 17, 42, 8, 33]
-    eos = _many_eos(0, 8)
-    runs = {mode: beam_search(model, prompt, 3, 12, eos_token_id=eos, early_stopping=mode)
+    source = ModelLogits(_tiny_gpt2(4), TINY_CONTEXT)
+    eos = _many_eos(4, 24)
+    runs = {mode: beam_search(source, PROMPT, 3, 12, eos_token_id=eos, early_stopping=mode)
             for mode in (True, False, "never")}
     # True stops once three hypotheses have finished; False once no running beam can beat them at its
-    # current length; "never" (length_penalty > 0) scores running beams at the maximum length, so runs on.
-    assert runs[True].steps < runs[False].steps < runs["never"].steps == 12
+    # current length; "never" (length_penalty > 0) scores running beams at the maximum length, so runs longer.
+    assert runs[True].steps < runs[False].steps < runs["never"].steps
     assert runs[True].sequences[0] != runs[False].sequences[0]  # stopping early lost the best hypothesis
     assert runs[True].scores[0] < runs[False].scores[0]
 
 
+def test_beam_search_asks_the_source_for_equal_rows_and_counts_them():
+    source = ModelLogits(_tiny_gpt2(0), TINY_CONTEXT)
+    result = beam_search(source, PROMPT, num_beams=3, max_new_tokens=6)
+    assert len(source.calls) == result.steps == 6
+    assert [len(rows) for rows in source.calls] == [1, 3, 3, 3, 3, 3]  # the prompt, then one row per beam
+    assert result.rows_forwarded == sum(len(rows) for rows in source.calls)
+    for step, rows in enumerate(source.calls):
+        assert {len(row) for row in rows} == {len(PROMPT) + step}
+        assert all(row[:len(PROMPT)] == PROMPT for row in rows)
+
+
 def test_beam_search_refuses_bad_prompts():
-    model = _tiny_llama(0)
+    source = ModelLogits(_tiny_gpt2(0), TINY_CONTEXT)
     with pytest.raises(BadRequest, match="at least one token"):
-        beam_search(model, [], num_beams=2, max_new_tokens=4)
+        beam_search(source, [], num_beams=2, max_new_tokens=4)
     with pytest.raises(BadRequest, match="context"):
-        beam_search(model, [0] * 60, num_beams=2, max_new_tokens=5)
+        beam_search(source, [0] * 60, num_beams=2, max_new_tokens=5)
     with pytest.raises(BadRequest, match="token ids"):
-        beam_search(model, [0, 96], num_beams=2, max_new_tokens=4)
+        beam_search(source, [0, 97], num_beams=2, max_new_tokens=4)
+    assert source.calls == []  # refused before any forward pass
 
 
 def test_beam_search_finishes_on_end_of_sequence():
-    model = _tiny_llama(0)
-    prompt = [0, 17, 42, 8, 33]
-    eos = beam_search(model, prompt, 3, 10).sequences[0][4]
-    ended = beam_search(model, prompt, 3, 10, eos_token_id=eos)
-    assert ended.sequences[0][-1] == eos and len(ended.sequences[0]) == 5  # a finished hypothesis won
+    source = ModelLogits(_tiny_gpt2(0), TINY_CONTEXT)
+    plain = beam_search(source, PROMPT, 3, 10).sequences[0]
+    eos = plain[2]  # a token the best beam reaches, first at its third step
+    ended = beam_search(source, PROMPT, 3, 10, eos_token_id=eos)
+    assert ended.sequences[0] == plain[:3]  # the hypothesis that ended there won
 
 
 def test_beam_search_with_one_beam_is_greedy():
-    model = _tiny_llama(3)
+    model = _tiny_gpt2(3)
     prompt = [0, 5, 6]
     ids = torch.tensor([prompt])
     with torch.inference_mode():
         for _ in range(8):
             ids = torch.cat([ids, model(ids).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
-    assert beam_search(model, prompt, num_beams=1, max_new_tokens=8).sequences[0] == ids[0, 3:].tolist()
+    beams = beam_search(ModelLogits(model, TINY_CONTEXT), prompt, num_beams=1, max_new_tokens=8)
+    assert beams.sequences[0] == ids[0, 3:].tolist()
 
 
-def test_beam_search_refuses_bad_settings():
-    model = _tiny_llama(0)
+@pytest.mark.parametrize("settings", [dict(num_beams=0), dict(num_beams=True), dict(max_new_tokens=0),
+                                      dict(early_stopping="sometimes")])
+def test_beam_search_refuses_bad_settings(settings):
+    source = ModelLogits(_tiny_gpt2(0), TINY_CONTEXT)
     with pytest.raises(BadRequest):
-        beam_search(model, [0, 1], num_beams=0, max_new_tokens=4)
-    with pytest.raises(BadRequest):
-        beam_search(model, [0, 1], num_beams=2, max_new_tokens=4, early_stopping="sometimes")
+        beam_search(source, [0, 1], **{"num_beams": 2, "max_new_tokens": 4, **settings})
 
 
-def test_chapter_checkers_tell_right_from_wrong():
-    from inferbook.checks.ch05 import check_distinct_n, check_top_p
+def test_top_p_checker_tells_right_from_wrong():
+    from inferbook.checks.ch05 import check_top_p
 
     assert check_top_p(lambda scores, p: TopP(p)(None, scores)) is True
     assert check_top_p(lambda scores, p: scores) is False
@@ -308,19 +342,40 @@ def test_chapter_checkers_tell_right_from_wrong():
         return scores.masked_fill(torch.zeros_like(remove).scatter(-1, order, remove), float("-inf"))
 
     assert check_top_p(crosses) is False
-    assert check_distinct_n(distinct_n) is True
-    assert check_distinct_n(lambda samples, n: 1.0) is False
 
 
-def test_cached_and_batched_requests_give_the_same_tokens(smollm2):
-    # generate_with and sample_many pass the KV cache back through inferlab.compat, so that the same
-    # code runs under transformers 4 (past_key_values=) and 5 (cache=); a cache that is silently
-    # ignored would change the logits and so the tokens.
-    from inferlab.sampling import generate_with, sample_many
+@pytest.mark.slow
+def test_beam_search_on_the_bundled_model_matches_generate(smollm2):
+    model = smollm2.model
+    source = ModelLogits(model, smollm2.context)
+    prompt = smollm2.tokenizer("Once upon a time", add_special_tokens=False).input_ids
+    ours = beam_search(source, prompt, num_beams=3, max_new_tokens=8, eos_token_id=smollm2.tokenizer.eos_token_id)
+    with torch.inference_mode():
+        ref = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                             num_beams=3, do_sample=False, max_new_tokens=8, length_penalty=1.0, early_stopping=False,
+                             eos_token_id=smollm2.tokenizer.eos_token_id, pad_token_id=smollm2.tokenizer.eos_token_id,
+                             use_cache=False, return_dict_in_generate=True, output_scores=True)
+    assert ours.sequences[0] == ref.sequences[0, len(prompt):].tolist()
+    assert ours.scores[0] == pytest.approx(float(ref.sequences_scores[0]), abs=1e-4)
 
-    rule = DecodingRule(do_sample=True, temperature=0.8, top_p=0.9)
-    plain = generate_with(smollm2, "Once upon a time", 6, rule, seed=3)
-    cached = generate_with(smollm2, "Once upon a time", 6, rule, seed=3, use_cache=True)
-    assert cached.token_ids == plain.token_ids
-    batch = sample_many(smollm2, "Once upon a time", 6, rule, seeds=[3, 4])
-    assert batch[0] == plain.token_ids and len(batch[1]) == 6
+
+def _imports(path: Path) -> list[tuple[str, int]]:
+    """Every module a file imports, with the level of a relative import (0 when absolute)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, 0) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.module or "", node.level))
+    return found
+
+
+def test_sampling_imports_run_one_way():
+    package = Path(inferlab.sampling.__file__).parent
+    below = ("inferlab.engine", "inferlab.bench", "inferlab.analysis", "inferlab.models")
+    for path in package.glob("*.py"):
+        for module, level in _imports(path):
+            assert level == 0, f"{path.name} imports relatively"
+            assert not module.startswith(below), f"{path.name} imports {module}"
+            if path.name != "__init__.py":
+                assert module != "inferlab.sampling", f"{path.name} imports its own package"

@@ -7,21 +7,22 @@ from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausa
 
 from inferbook.checks import ch02 as checks_ch02
 from inferlab.compat import output_cache
-from inferlab.errors import InferlabError
+from inferlab.errors import BadRequest, InferlabError
 from inferlab.analysis.sizing import (
     PRESETS, BadShape, LoadTiming, ModelShape, count_forward_flops, count_model_parameters, count_parameters,
     estimate, flops_per_token_2n, forward_flops, kv_bytes_per_token, kv_cache_bytes, measured_kv_bytes,
     meta_model, parameter_breakdown, parameter_group, parameters_by_layer, preset, shape_from_config,
-    tied_parameters, time_load_in_fresh_process, weights_bytes,
+    tied_parameters, time_load_in_fresh_process, to_config, weights_bytes,
 )
+from inferlab.models.shape import UnsupportedModel
 
 # Published totals: GPT-2 small from the GPT-2 weights, the bundled SmolLM2 from its GGUF, and the
 # Llama totals as the Hugging Face model pages report them.
 PUBLISHED = {"gpt2": 124_439_808, "smollm2-135m": 134_515_008, "llama-2-7b": 6_738_415_616,
              "llama-3-8b": 8_030_261_248, "llama-2-70b": 68_976_648_192}
 
-TINY_LLAMA = ModelShape("tiny-llama", "llama", 97, 32, 2, 4, 2, 48, 0, True, 64)
-TINY_GPT2 = ModelShape("tiny-gpt2", "gpt2", 97, 32, 2, 4, 4, 128, 64, True, 64)
+LLAMA = dict(family="llama", vocab=10, hidden=32, layers=1, heads=4, kv_heads=4, head_dim=8, intermediate=8,
+             context=8, tied=True)
 
 
 @pytest.mark.parametrize("name, total", PUBLISHED.items())
@@ -36,19 +37,25 @@ def test_formula_matches_transformers_group_by_group(name):
     assert sum(p.numel() for p in model.parameters()) == count_parameters(PRESETS[name])
 
 
-def test_shape_round_trips_through_transformers_configs():
-    assert shape_from_config(GPT2Config(), "gpt2").hidden == 768
-    for name in ("gpt2", "smollm2-135m", "llama-2-70b"):
-        from inferlab.analysis.sizing import to_config
-        again = shape_from_config(to_config(PRESETS[name]), name)
-        assert count_parameters(again) == count_parameters(PRESETS[name])
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_shape_round_trips_through_transformers_configs(name):
+    again = shape_from_config(to_config(PRESETS[name]), name)
+    assert dataclasses.replace(again, source=PRESETS[name].source) == PRESETS[name]
+
+
+def test_the_one_reader_reads_gpt2_defaults_and_llama_head_dim(tiny_models):
+    assert dataclasses.replace(shape_from_config(GPT2Config(), "gpt2"), source=PRESETS["gpt2"].source) == PRESETS["gpt2"]
+    model = tiny_models["llama"]  # 4 heads of width 32 on a width-64 model
+    shape = shape_from_config(model.config)
+    assert (shape.head_dim, shape.kv_heads, shape.rope_theta, shape.context) == (32, 2, 1000.0, 64)
+    assert count_model_parameters(model) == parameter_breakdown(shape)
 
 
 def test_tied_head_is_shared_and_counted_once():
     model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=4, vocab_size=97, n_positions=16))
     assert ("transformer.wte.weight", "lm_head.weight") in tied_parameters(model)
     assert count_model_parameters(model)["LM head"] == 0
-    untied = ModelShape("u", "gpt2", 97, 32, 1, 4, 4, 128, 16, False, 16)
+    untied = ModelShape("gpt2", 97, 32, 1, 4, 4, 8, 128, 16, False, name="u")
     assert count_parameters(untied) - count_parameters(dataclasses.replace(untied, tied=True)) == 97 * 32
 
 
@@ -66,24 +73,20 @@ def test_memory_arithmetic():
     gpt2 = PRESETS["gpt2"]
     assert kv_bytes_per_token(gpt2, "float16") == 2 * 12 * 12 * 64 * 2
     # GQA: 8 KV heads instead of 64 make the 70B cache 8 times smaller than with full heads
-    full = ModelShape(**{**PRESETS["llama-2-70b"].__dict__, "kv_heads": 64})
+    full = dataclasses.replace(PRESETS["llama-2-70b"], kv_heads=64)
     assert kv_cache_bytes(full, 4096) == 8 * kv_cache_bytes(PRESETS["llama-2-70b"], 4096)
 
 
-@pytest.mark.parametrize("shape, cls, config", [
-    (TINY_LLAMA, LlamaForCausalLM, LlamaConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2,
-                                               num_attention_heads=4, num_key_value_heads=2,
-                                               intermediate_size=48, max_position_embeddings=64,
-                                               tie_word_embeddings=True)),
-    (TINY_GPT2, GPT2LMHeadModel, GPT2Config(vocab_size=97, n_embd=32, n_layer=2, n_head=4, n_positions=64)),
-])
-def test_flop_and_kv_formulas_match_a_real_forward_pass(shape, cls, config):
-    torch.manual_seed(0)
-    config._attn_implementation = "eager"  # the CPU's fused attention kernel is invisible to the counter
-    model = cls(config).eval()
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_flop_and_kv_formulas_match_a_real_forward_pass(tiny_models, name):
+    model, shape = tiny_models[name], shape_from_config(tiny_models[name].config)
     assert sum(p.numel() for p in model.parameters()) == count_parameters(shape)
-    ids = torch.randint(0, 97, (1, 11))
-    counted = count_forward_flops(model, ids)
+    ids = torch.randint(0, shape.vocab, (1, 11))
+    model.set_attn_implementation("eager")  # the CPU's fused attention kernel is invisible to the counter
+    try:
+        counted = count_forward_flops(model, ids)
+    finally:
+        model.set_attn_implementation("sdpa")
     assert sum(counted.values()) == sum(forward_flops(shape, 11).values())
     assert counted["bmm"] == forward_flops(shape, 11)["attention scores"]
     with torch.inference_mode():
@@ -108,14 +111,15 @@ def test_estimate_and_bad_input():
         weights_bytes(10, "int3")
     with pytest.raises(BadShape, match="unknown preset"):
         preset("gpt5")
-    with pytest.raises(BadShape, match="divide"):
-        ModelShape("x", "llama", 10, 30, 1, 4, 4, 8, 0, True, 8)
-    with pytest.raises(BadShape, match="family"):
-        ModelShape("x", "rnn", 10, 32, 1, 4, 4, 8, 0, True, 8)
-    with pytest.raises(BadShape, match="KV heads"):
-        ModelShape("x", "gpt2", 10, 32, 1, 4, 2, 8, 8, True, 8)  # GPT-2 has no grouped-query attention
+    with pytest.raises(BadRequest, match="context"):  # FLOPs past the context: the model cannot run them
+        estimate(PRESETS["gpt2"], tokens=1025)
+    for change, match in [(dict(family="rnn"), "family"), (dict(hidden=0), "positive"), (dict(kv_heads=3), "evenly"),
+                          (dict(head_dim=7), "odd"), (dict(activation="relu"), "activation"),
+                          (dict(family="gpt2", kv_heads=2), "KV heads"), (dict(family="gpt2", head_dim=4), "KV heads")]:
+        with pytest.raises(UnsupportedModel, match=match):
+            ModelShape(**{**LLAMA, **change})
     for bias in ("attention_bias", "mlp_bias"):
-        with pytest.raises(BadShape, match=bias):
+        with pytest.raises(UnsupportedModel, match=bias):
             shape_from_config(LlamaConfig(**{bias: True}))
     with pytest.raises(BadShape, match="no known group"):
         parameter_group("encoder.conv.weight")

@@ -6,8 +6,11 @@ as a boolean, so it works both in a notebook cell and in a test.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from inferlab.records import GenerationResult, TokenGenerator
+if TYPE_CHECKING:
+    from inferlab.engine import TokenGenerator
+    from inferlab.records import GenerationResult
 
 
 def same_output_twice(generator: TokenGenerator, prompt: str = "Hello", max_new_tokens: int = 8) -> bool:
@@ -28,7 +31,7 @@ def check_toy_sampling(make: Callable[[int], TokenGenerator], prompt: str = "Hel
     sampling seed. Passes when one sampling seed gives the same tokens on two requests, and when five
     sampling seeds do not all reproduce the greedy toy's output (greedy would pass the first test).
     """
-    from inferlab.toy import ToyGenerator
+    from inferlab.engine import ToyGenerator
 
     repeatable = same_output_twice(make(7), prompt, max_new_tokens)
     greedy = ToyGenerator(seed=7).generate(prompt, max_new_tokens).token_ids

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from inferlab.errors import BadRequest
+from inferlab.models.shape import ModelShape
 
 
 def check_norm(fn: Callable[..., torch.Tensor], kind: str = "rmsnorm", atol: float = 1e-5) -> bool:
@@ -30,12 +30,12 @@ def check_norm(fn: Callable[..., torch.Tensor], kind: str = "rmsnorm", atol: flo
     return True
 
 
-def check_wasted_head_flops(answer: float, config: Any, seq: int, rel: float = 0.01) -> bool:
+def check_wasted_head_flops(answer: float, shape: ModelShape, seq: int, rel: float = 0.01) -> bool:
     """Chapter 4, exercise 3: LM-head FLOPs spent on the ``seq - 1`` positions generation does not read."""
     from inferlab.analysis.flops import forward_costs
 
     def head(last_only: bool) -> int:
-        return next(c.matmul_flops for c in forward_costs(config, seq, last_only=last_only) if c.op == "lm_head")
+        return next(c.matmul_flops for c in forward_costs(shape, seq, last_only=last_only) if c.op == "lm_head")
 
     wasted = head(False) - head(True)
     ok = abs(answer - wasted) <= rel * wasted

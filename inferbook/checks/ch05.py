@@ -31,7 +31,7 @@ def check_top_p(top_p_fn: Callable[[Any, float], Any], trials: int = 20) -> bool
 
 def check_distinct_n(fn: Callable[[Sequence[Sequence[int]], int], float]) -> bool:
     """Check a reader's ``distinct_n(samples, n)`` against the lab's on fixed cases (Chapter 5)."""
-    from inferlab.sampling import distinct_n
+    from inferlab.analysis.diversity import distinct_n
 
     cases = [([[1, 2, 3], [1, 2, 3]], 1), ([[1, 2, 1, 2], [3, 4]], 2), ([[5] * 6], 1), ([[1, 2, 3, 4]], 3)]
     for samples, n in cases:

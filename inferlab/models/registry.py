@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from inferlab.errors import ModelUnavailable
 from inferlab.models.loaders import Weights, gpt2_tokenizer_from_package, locate_gpt2, locate_smollm2, quiet_progress_bars
+from inferlab.models.shape import ModelShape, shape_from_config
 from inferlab.provenance import Provenance, sha256_parameters, tokenizer_fingerprint
 
 RANDOM_SUFFIX = "-random"
@@ -52,10 +53,14 @@ class LoadedModel:
     load_breakdown: dict[str, float] = field(default_factory=dict)
 
     @property
+    def shape(self) -> ModelShape:
+        """The model's sizes, as the lab's one reader finds them in its config (Chapter 2)."""
+        return shape_from_config(self.model.config, self.name)
+
+    @property
     def context(self) -> int:
         """The number of positions the model can attend over (Chapter 1)."""
-        config = self.model.config
-        return int(getattr(config, "n_positions", None) or config.max_position_embeddings)
+        return self.shape.context
 
     @property
     def device(self) -> str:

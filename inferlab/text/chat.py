@@ -91,16 +91,79 @@ def encode_plain(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-def chat_ids(tokenizer: Any, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> list[int]:
-    """The token ids a chat model sees for a conversation, through its chat template (Chapter 3)."""
+def _check_chat(tokenizer: Any, messages: list[dict[str, str]]) -> None:
+    """Refuse a tokenizer without a chat template and messages that are not role/content strings (Chapter 3)."""
     if not getattr(tokenizer, "chat_template", None):
         raise BadRequest(f"{getattr(tokenizer, 'name_or_path', 'this tokenizer')} has no chat template: "
                          "it belongs to a base model, which reads plain text")
-    if not messages or not all(isinstance(m, dict) and {"role", "content"} <= set(m) for m in messages):
-        raise BadRequest("messages must be a non-empty list of {'role': ..., 'content': ...} dictionaries")
-    encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=True)
-    ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
-    return [int(i) for i in ids]
+    if not messages or not all(isinstance(m, dict) and {"role", "content"} <= set(m)
+                               and isinstance(m["role"], str) and isinstance(m["content"], str) for m in messages):
+        raise BadRequest("messages must be a non-empty list of {'role': ..., 'content': ...} dictionaries of strings")
+
+
+def added_token_pattern(tokenizer: Any) -> re.Pattern[str]:
+    """A pattern that finds the text of any added token, longest first, as one captured group (Chapter 3)."""
+    texts = sorted((token.content for token in tokenizer.added_tokens_decoder.values()), key=len, reverse=True)
+    return re.compile("(" + ("|".join(map(re.escape, texts)) or "(?!)") + ")")
+
+
+def encode_untrusted(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of text with special-token parsing off: a typed ``<|im_end|>`` stays text (Chapter 3)."""
+    if not text:
+        return []
+    return [int(i) for i in tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]]
+
+
+def _template_pieces(tokenizer: Any, messages: list[dict[str, str]], add_generation_prompt: bool) -> list[str]:
+    """The chat template's own text before, between and after the messages' contents (Chapter 3).
+
+    The template is rendered with a placeholder in place of each content, and cut at the placeholders;
+    the pieces with the real contents put back must be exactly what the template renders.
+    """
+    marks = [f"\ue000content {k}\ue001" for k in range(len(messages))]
+    placeholders = [{**message, "content": mark} for message, mark in zip(messages, marks)]
+    rendered = tokenizer.apply_chat_template(placeholders, add_generation_prompt=add_generation_prompt, tokenize=False)
+    pieces, rest = [], rendered
+    for mark in marks:
+        head, found, rest = rest.partition(mark)
+        if not found or rendered.count(mark) != 1:
+            raise BadRequest("this chat template does not write each message's content once and in order, "
+                             "so its control tokens cannot be told apart from the contents")
+        pieces.append(head)
+    pieces.append(rest)
+    whole = tokenizer.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=False)
+    if "".join(p + m["content"] for p, m in zip(pieces, messages)) + pieces[-1] != whole:
+        raise BadRequest("this chat template rewrites the messages' contents (trims or edits them); "
+                         "chat_ids needs a template that copies each content as it is")
+    return pieces
+
+
+def chat_ids(tokenizer: Any, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> list[int]:
+    """The token ids a chat model sees for a conversation, through its chat template (Chapter 3).
+
+    Only the template writes control tokens. Its added tokens become their ids; each run of text
+    between two of them, the template's text and the contents together, is encoded with special-token
+    parsing off, so a message that contains ``<|im_end|>`` stays text. The tokenizer itself cuts a
+    whole string at added tokens before it applies BPE, so for ordinary messages the ids equal
+    ``apply_chat_template(messages, tokenize=True)``.
+    """
+    _check_chat(tokenizer, messages)
+    control = added_token_pattern(tokenizer)
+    if any(control.search(m["role"]) for m in messages):
+        raise BadRequest("a message's role contains a special token's text; roles are written into the template")
+    pieces = _template_pieces(tokenizer, messages, add_generation_prompt)
+    contents = [m["content"] for m in messages] + [""]
+    ids: list[int] = []
+    text = ""
+    for piece, content in zip(pieces, contents):
+        for k, part in enumerate(control.split(piece)):
+            if k % 2:  # a control token written by the template itself
+                ids += encode_untrusted(tokenizer, text) + [int(tokenizer.convert_tokens_to_ids(part))]
+                text = ""
+            else:
+                text += part
+        text += content
+    return ids + encode_untrusted(tokenizer, text)
 
 
 def tokens_html(rows: list[TokenRow], title: str = "") -> str:
