@@ -178,6 +178,7 @@ def test_checkers_accept_right_and_reject_wrong_answers():
     assert checks_ch02.check_parameter_count(354_823_168) and not checks_ch02.check_parameter_count(345_000_000)
 
 
+@pytest.mark.slow
 def test_gguf_metadata_and_tensor_tables_of_the_bundled_file():
     from inferlab.models.loaders import smollm2_gguf
     from inferlab.analysis.sizing import gguf_metadata_bytes, gguf_tensor_types
