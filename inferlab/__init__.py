@@ -25,8 +25,7 @@ from inferlab.engine import (
 )
 from inferlab.errors import BadRequest, InferlabError, ModelUnavailable
 from inferlab.records import STAGES, STOP_REASONS, GenerationResult, StageTiming, StreamEvent
-from inferlab.sampling.params import SamplingParams
-from inferlab.sampling.rule import DecodingRule
+from inferlab.sampling import DecodingRule, SamplingParams
 
 __version__ = "0.2.0"
 

@@ -113,7 +113,7 @@ def test_find_stop_in_the_tail_agrees_with_a_full_search():
     rng = random.Random(0)
     for _ in range(2000):
         stops = ["".join(rng.choice("ab") for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(1, 3))]
-        text, old = "", None
+        text = ""
         for _ in range(12):
             new = "".join(rng.choice("abc") for _ in range(rng.randint(0, 3)))
             text += new

@@ -23,6 +23,8 @@ LAYERS: tuple[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = (
     # importers                                                  forbidden                  allowed
     (BOTTOM,                                                     ("inferlab",),             BOTTOM),
     (("inferlab.models", "inferlab.text", "inferlab.sampling"),  ENGINE + ANALYSIS + TOP,   ()),
+    (("inferlab.sampling",),                                     ("inferlab.models", "inferlab.text"), ()),
+    (("inferlab.models",),                                       ("inferlab.sampling", "inferlab.text"), ()),
     (ENGINE,                                                     ANALYSIS + TOP,            ()),
     (ANALYSIS,                                                   ENGINE + TOP,              ()),
 )

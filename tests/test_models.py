@@ -1,6 +1,4 @@
 """The native forward passes against transformers, their cost tables against FlopCounterMode (Chapter 4)."""
-import ast
-from pathlib import Path
 
 import pytest
 import torch
@@ -201,23 +199,6 @@ def test_unsupported_configs_shapes_and_state_dicts_are_refused(tiny_models):
     del state["model.norm.weight"]
     with pytest.raises(UnsupportedModel, match="missing"):
         from_config(hf.config, state)
-
-
-def test_imports_run_one_way():
-    # base knows neither family, and no module of the package imports the package itself.
-    folder = Path(__file__).parents[1] / "inferlab" / "models"
-    imported = {}
-    for path in folder.glob("*.py"):
-        names = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                names.add(node.module)
-            elif isinstance(node, ast.Import):
-                names.update(alias.name for alias in node.names)
-        imported[path.stem] = names
-    assert not imported["base"] & {"inferlab.models.gpt2", "inferlab.models.llama", "inferlab.models.build"}
-    assert {n for n in imported["shape"] if n.startswith("inferlab")} == {"inferlab.errors"}
-    assert all("inferlab.models" not in names for stem, names in imported.items() if stem != "__init__")
 
 
 def test_greedy_tokens_match_transformers_generate(tiny_models):

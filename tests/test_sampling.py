@@ -1,8 +1,6 @@
 """Chapter 5: decoding rules, checked against transformers' processors and beam search."""
 from __future__ import annotations
 
-import ast
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,7 +12,6 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-import inferlab.sampling
 from inferlab.errors import BadRequest, InferlabError
 from inferlab.sampling import (
     DecodingRule,
@@ -357,25 +354,3 @@ def test_beam_search_on_the_bundled_model_matches_generate(smollm2):
                              use_cache=False, return_dict_in_generate=True, output_scores=True)
     assert ours.sequences[0] == ref.sequences[0, len(prompt):].tolist()
     assert ours.scores[0] == pytest.approx(float(ref.sequences_scores[0]), abs=1e-4)
-
-
-def _imports(path: Path) -> list[tuple[str, int]]:
-    """Every module a file imports, with the level of a relative import (0 when absolute)."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found += [(alias.name, 0) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            found.append((node.module or "", node.level))
-    return found
-
-
-def test_sampling_imports_run_one_way():
-    package = Path(inferlab.sampling.__file__).parent
-    below = ("inferlab.engine", "inferlab.bench", "inferlab.analysis", "inferlab.models")
-    for path in package.glob("*.py"):
-        for module, level in _imports(path):
-            assert level == 0, f"{path.name} imports relatively"
-            assert not module.startswith(below), f"{path.name} imports {module}"
-            if path.name != "__init__.py":
-                assert module != "inferlab.sampling", f"{path.name} imports its own package"

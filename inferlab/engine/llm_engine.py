@@ -13,7 +13,6 @@ import random
 import time
 from collections.abc import Iterator, Sequence as Seq
 from contextlib import contextmanager
-from typing import Any
 
 from inferlab.engine.backends import Backend
 from inferlab.engine.detokenizer import IncrementalDetokenizer

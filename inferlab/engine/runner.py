@@ -86,6 +86,8 @@ class ModelRunner:
         if not reusable:  # a new request: start an empty cache and feed every position once
             self._cache, self._cached_length = self.model.new_cache(), 0
             self._cached = list(sequences)
+            if len(sequences) > 1 and all(s.ids == sequences[0].ids for s in sequences[1:]):
+                return self._prefill_shared(sequences)
         elif len(keep) < len(self._cached):  # some samples stopped: drop their rows from the cache
             self._cache.batch_select_indices(torch.tensor(keep, device=self.device))
             self._cached = [self._cached[i] for i in keep]
@@ -96,6 +98,18 @@ class ModelRunner:
         self._cached_length = length
         order = {id(s): i for i, s in enumerate(self._cached)}
         return logits[[order[id(s)] for s in sequences]]
+
+    def _prefill_shared(self, sequences: list[Sequence]) -> Any:
+        """The samples of one request share their prompt: run it once, then copy its cache to every row (Chapter 6)."""
+        import torch
+
+        ids = sequences[0].ids
+        input_ids = torch.tensor([ids], device=self.device)
+        positions = torch.arange(len(ids), device=self.device).unsqueeze(0)
+        logits = self.forward(input_ids, positions, self._cache)
+        self._cache.batch_repeat_interleave(len(sequences))
+        self._cached_length = len(ids)
+        return logits.repeat(len(sequences), 1)
 
     def release(self) -> None:
         """Forget the cache, for example when a request is aborted (Chapter 6)."""
