@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from inferlab.text.bpe import BPETokenizer, byte_order, byte_to_char, gpt2_bpe, pretokenize, train_bpe
-from inferlab.text.chat import chat_ids, encode_plain, token_rows, tokens_html
+from inferbook.tokens import tokens_html
+from inferlab.text.chat import chat_ids, encode_plain, token_rows
 from inferlab.errors import BadRequest, InferlabError
 
 CORPUS = (Path(__file__).resolve().parent.parent / "data" / "ch03_corpus.txt").read_text(encoding="utf-8")

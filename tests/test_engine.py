@@ -153,10 +153,13 @@ def test_incremental_detokenization_equals_a_full_decode(which, gpt2_tokenizer):
             continue
         prompt, stream = ids[:(cut := rng.choice(cuts))], ids[cut:]
         detok = IncrementalDetokenizer(decode, prompt)
-        pieces = [detok.push(i) for i in stream] + [detok.flush()]
+        pieces = []
+        for k, token in enumerate(stream, 1):
+            pieces.append(detok.push(token))
+            # after every token: exactly the whole characters so far, never half of one
+            assert detok.text == decode(stream[:k]).rstrip("\ufffd"), (which, text, cut, k)
+        pieces.append(detok.flush())
         assert "".join(pieces) == detok.text == decode(stream), (which, text, cut)
-        if "\ufffd" not in decode(stream):  # a stream of whole characters never releases half of one
-            assert all("\ufffd" not in p for p in pieces)
 
 
 def test_broken_utf8_streams_differ_from_a_full_decode_only_in_replacement_characters(gpt2_tokenizer):
@@ -289,3 +292,17 @@ def test_the_engine_calls_a_model_in_exactly_one_place():
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "model":
                 calls.append(f"{path.name}:{node.lineno}")
     assert len(calls) == 1 and calls[0].startswith("runner.py:"), calls
+
+
+def test_only_a_rule_that_reads_the_history_gets_it():
+    seen = []
+
+    class Spy(DecodingRule):
+        def next_tokens(self, input_ids, logits, generators=None):
+            seen.append(input_ids)
+            return super().next_tokens(input_ids, logits, generators)
+
+    for rule in (Spy(), Spy(do_sample=True, temperature=0.5), Spy(repetition_penalty=1.3)):
+        Engine(toy_backend(7)).generate("Hello", SamplingParams(3, rule, seed=0 if rule.do_sample else None))
+    hello = toy_backend(7).tokenizer.convert_tokens_to_ids(list("Hello"))
+    assert seen[0] is None and seen[3] is None and seen[6].tolist() == [hello] and seen[7].tolist()[0][:5] == hello

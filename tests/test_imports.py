@@ -15,7 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("inferlab", "inferbook")
-BOTTOM = ("inferlab.errors", "inferlab.records", "inferlab.timing", "inferlab.provenance", "inferlab.compat")
+BOTTOM = ("inferlab.errors", "inferlab.records", "inferlab.request", "inferlab.timing", "inferlab.provenance",
+          "inferlab.compat")
 ENGINE, ANALYSIS, TOP = ("inferlab.engine",), ("inferlab.analysis",), ("inferlab.bench", "inferlab.cli")
 
 #: ARCHITECTURE.md's layers: a module under ``importers`` imports nothing under ``forbidden``, except under ``allowed``.

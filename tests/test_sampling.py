@@ -252,7 +252,7 @@ def _many_eos(seed: int, count: int) -> list[int]:
 
 @pytest.mark.parametrize("seed,n_eos", [(0, 12), (4, 24), (7, 8)])
 @pytest.mark.parametrize("early_stopping", [True, False, "never"])
-@pytest.mark.parametrize("length_penalty", [1.0, 2.0])
+@pytest.mark.parametrize("length_penalty", [0.0, 1.0, 2.0])
 def test_beam_search_stops_like_generate_when_hypotheses_finish_early(seed, n_eos, early_stopping, length_penalty):
     model = _tiny_gpt2(seed)
     eos = _many_eos(seed, n_eos)
@@ -291,7 +291,7 @@ def test_beam_search_asks_the_source_for_equal_rows_and_counts_them():
 
 def test_beam_search_refuses_bad_prompts():
     source = ModelLogits(_tiny_gpt2(0), TINY_CONTEXT)
-    with pytest.raises(BadRequest, match="at least one token"):
+    with pytest.raises(BadRequest, match="no token ids"):
         beam_search(source, [], num_beams=2, max_new_tokens=4)
     with pytest.raises(BadRequest, match="context"):
         beam_search(source, [0] * 60, num_beams=2, max_new_tokens=5)

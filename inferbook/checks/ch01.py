@@ -44,7 +44,9 @@ def check_toy_sampling(make: Callable[[int], TokenGenerator], prompt: str = "Hel
 
 def has_stop_reason(result: GenerationResult) -> bool:
     """Chapter 1, exercise 2: does a result say why generation stopped, with a known reason?"""
+    from inferlab.records import STOP_REASONS
+
     reason = getattr(result, "stop_reason", None)
-    ok = reason in ("length", "eos", "stop_string")
-    print(f"stop_reason = {reason!r}: {'ok' if ok else 'expected one of length, eos, stop_string'}")
+    ok = reason in STOP_REASONS
+    print(f"stop_reason = {reason!r}: {'ok' if ok else 'expected one of ' + ', '.join(STOP_REASONS)}")
     return ok

@@ -19,7 +19,7 @@ from typing import Any
 
 from inferlab.analysis.flops import forward_costs
 from inferlab.errors import InferlabError
-from inferlab.models.shape import ModelShape, shape_from_config  # shape_from_config: re-exported for Chapter 2
+from inferlab.models.shape import ModelShape, shape_from_config  # noqa: F401  (shape_from_config: re-exported for Chapter 2)
 
 #: Bytes per parameter of each weight format; int8 and int4 before any per-block scales (Chapter 2).
 BYTES_PER_PARAM: dict[str, float] = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0, "int8": 1.0, "int4": 0.5}

@@ -7,7 +7,9 @@ two offsets into the ids:
 ``prefix_offset`` where a short window of already-released text starts, and ``read_offset`` where
 the unreleased ids start. Each step decodes only that window twice, with and without the new ids,
 and releases the difference. A window that ends inside a multi-byte character decodes to the
-replacement character U+FFFD; its text is held back until the bytes that complete it arrive.
+replacement character U+FFFD: the whole characters before it are released, and the incomplete
+bytes wait for the ones that complete them. (vLLM holds back the whole window in that case; this
+releases a finished character one token earlier.)
 
 For valid UTF-8 the released pieces add up to exactly the full decode. Bytes that never form a
 character still come out as U+FFFD, but how many replacement characters a run of invalid bytes
@@ -34,25 +36,33 @@ class IncrementalDetokenizer:
         self.ids: list[int] = list(prompt_ids[-CONTEXT_IDS:])
         self.prefix_offset = 0
         self.read_offset = len(self.ids)
+        self.released = 0  # characters of the current window, after its prefix, already released
         self.text = ""
 
     def push(self, token_id: int) -> str:
-        """Add one id; return the text it completes ('' while a character is still incomplete) (Chapter 6)."""
+        """Add one id; return the whole characters it completes ('' if none) (Chapter 6).
+
+        When the window ends inside a character, the characters before it are released and the
+        offsets stay where they are, so that the incomplete bytes are decoded again with the next id.
+        """
         self.ids.append(token_id)
         prefix = self.decode(self.ids[self.prefix_offset:self.read_offset])
         window = self.decode(self.ids[self.prefix_offset:])
-        if len(window) <= len(prefix) or window.endswith(REPLACEMENT):
-            return ""
-        delta = window[len(prefix):]
-        self.prefix_offset, self.read_offset = self.read_offset, len(self.ids)
+        incomplete = window.endswith(REPLACEMENT)
+        complete = window.rstrip(REPLACEMENT) if incomplete else window
+        delta = complete[len(prefix) + self.released:]
+        if incomplete:
+            self.released += len(delta)
+        elif len(window) > len(prefix):
+            self.prefix_offset, self.read_offset, self.released = self.read_offset, len(self.ids), 0
         self.text += delta
         return delta
 
     def flush(self) -> str:
         """Release whatever is held back, even an incomplete character, when generation ends (Chapter 6)."""
         prefix = self.decode(self.ids[self.prefix_offset:self.read_offset])
-        window = self.decode(self.ids[self.prefix_offset:])
-        delta = window[len(prefix):]
+        delta = self.decode(self.ids[self.prefix_offset:])[len(prefix) + self.released:]
         self.prefix_offset = self.read_offset = len(self.ids)
+        self.released = 0
         self.text += delta
         return delta

@@ -22,6 +22,7 @@ from inferlab.engine.sequence import Sequence
 from inferlab.engine.stopping import find_stop, held_back
 from inferlab.errors import BadRequest, InferlabError
 from inferlab.records import GenerationResult, StreamEvent
+from inferlab.request import check_prompt_ids
 from inferlab.sampling.params import SamplingParams
 from inferlab.sampling.samplers import make_generator
 from inferlab.timing import StageClock
@@ -74,14 +75,12 @@ class Engine:
                 pieces = backend.tokenizer.tokenize(prompt)
             with clock.stage("encode"):
                 prompt_ids = [int(i) for i in backend.tokenizer.convert_tokens_to_ids(pieces)]
-                self._check_ids(prompt_ids, params.max_new_tokens)
+                check_prompt_ids(prompt_ids, params.max_new_tokens, self.runner.vocab_size, self.runner.max_positions)
             text = prompt
         else:
             with clock.stage("encode"):
-                if any(isinstance(i, bool) or not isinstance(i, int) for i in prompt):
-                    raise BadRequest("prompt token ids must be whole numbers")
-                prompt_ids = list(prompt)
-                self._check_ids(prompt_ids, params.max_new_tokens)
+                prompt_ids = check_prompt_ids(prompt, params.max_new_tokens, self.runner.vocab_size,
+                                              self.runner.max_positions)
                 text = backend.tokenizer.decode(prompt_ids)
         request_id, self._next_request_id = self._next_request_id, self._next_request_id + 1
         base_seed = params.seed
@@ -97,16 +96,6 @@ class Engine:
                 admitted_at=admitted_at, timings=list(clock.timings)))
         self.scheduler.add(group)
         return request_id
-
-    def _check_ids(self, ids: list[int], max_new_tokens: int) -> None:
-        if not ids:
-            raise BadRequest("the prompt encodes to no tokens")
-        vocab, context = self.runner.vocab_size, self.runner.max_positions
-        if min(ids) < 0 or max(ids) >= vocab:
-            raise BadRequest(f"token ids must lie in [0, {vocab}), got {min(ids)}..{max(ids)}")
-        if context is not None and len(ids) + max_new_tokens > context:
-            raise BadRequest(f"the prompt has {len(ids)} tokens and asks for {max_new_tokens} more, "
-                             f"but the model's context holds {context} positions")
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -124,7 +113,8 @@ class Engine:
             with clock.stage("forward_pass", step):
                 logits = self.runner.run(sequences)
             with clock.stage("sample", step):
-                history = torch.tensor([s.ids for s in sequences], device=self.backend.device)
+                history = (torch.tensor([s.ids for s in sequences], device=self.backend.device)
+                           if rule.needs_history else None)  # only the repetition penalty reads the ids so far
                 generators = [s.generator for s in sequences] if rule.do_sample else None
                 next_ids = rule.next_tokens(history, logits, generators).tolist()
             events: list[StreamEvent] = []
@@ -142,7 +132,7 @@ class Engine:
             if token_id in self.backend.eos_token_ids and not s.params.ignore_eos:
                 s.finish("eos")
             else:
-                s.token_ids.append(token_id)
+                s.append(token_id)
                 appended = True
                 delta = s.detokenizer.push(token_id)
                 if len(s.token_ids) == s.params.max_new_tokens:

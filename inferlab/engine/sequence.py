@@ -37,7 +37,11 @@ class Sequence:
     detokenizer: IncrementalDetokenizer
     admitted_at: float
     timings: list[StageTiming] = field(default_factory=list)
+    #: The generated ids (never an end-of-sequence id unless ``ignore_eos``).
     token_ids: list[int] = field(default_factory=list)
+    #: The prompt followed by every generated id: what the model reads next. Kept up to date as
+    #: tokens arrive (see :meth:`append`), so that no step rebuilds it.
+    ids: list[int] = field(default_factory=list)
     status: Status = Status.WAITING
     stop_reason: str | None = None
     #: The text of the answer so far, cut before a stop string once one appears.
@@ -45,10 +49,14 @@ class Sequence:
     #: How much of ``text`` has been streamed to the caller.
     sent: int = 0
 
-    @property
-    def ids(self) -> list[int]:
-        """The prompt followed by every generated id: what the model reads next (Chapter 6)."""
-        return self.prompt_ids + self.token_ids
+    def __post_init__(self) -> None:
+        if not self.ids:
+            self.ids = list(self.prompt_ids) + list(self.token_ids)
+
+    def append(self, token_id: int) -> None:
+        """Add a generated id to the answer and to the ids the model reads next (Chapter 6)."""
+        self.token_ids.append(token_id)
+        self.ids.append(token_id)
 
     @property
     def finished(self) -> bool:

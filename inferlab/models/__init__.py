@@ -7,11 +7,11 @@
     native(ids, last_only=True)                 # logits [batch, 1, vocab]: the last position only
     native.shape                                # the ModelShape that sizing and the cost model read
 """
-from inferlab.models.base import NativeCausalLM, causal_attention, validate_ids
+from inferlab.models.base import NativeCausalLM, causal_attention
 from inferlab.models.build import from_config, native_from_hf
 from inferlab.models.gpt2 import GPT2
 from inferlab.models.llama import Llama
 from inferlab.models.shape import ModelShape, UnsupportedModel, shape_from_config
 
 __all__ = ["GPT2", "Llama", "ModelShape", "NativeCausalLM", "UnsupportedModel", "causal_attention", "from_config",
-           "native_from_hf", "shape_from_config", "validate_ids"]
+           "native_from_hf", "shape_from_config"]

@@ -3,8 +3,9 @@
 A native model is written in plain PyTorch, is built from a :class:`ModelShape`, and computes the
 same logits as the transformers model whose state dict it loads. Subclasses provide ``trunk``
 (embeddings, blocks, final norm) and the LM head weight; this class adds the rest. The forward pass
-checks nothing and keeps nothing between calls: ids are validated once, when a request is admitted
-(:func:`validate_ids`), and the KV cache arrives in Chapter 9 through the ``cache`` argument.
+checks nothing about its ids and keeps nothing between calls: ids are checked once, when a request
+is admitted (:func:`inferlab.request.check_prompt_ids`), and the KV cache arrives in Chapter 9
+through the ``cache`` argument.
 """
 from __future__ import annotations
 
@@ -14,25 +15,7 @@ import torch
 from torch import nn
 from torch.profiler import record_function
 
-from inferlab.errors import BadRequest
 from inferlab.models.shape import ModelShape, UnsupportedModel
-
-
-def validate_ids(input_ids: Any, vocab_size: int, max_positions: int) -> None:
-    """Refuse ids that are not a non-empty [batch, seq] integer tensor a model can read (Chapter 4).
-
-    Called once per request by whoever admits it, never inside the forward pass: reading the
-    smallest and largest id back to the host would stall every step on a GPU.
-    """
-    if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (torch.int32, torch.int64):
-        raise BadRequest("input_ids must be an integer torch.Tensor of shape [batch, seq]")
-    if input_ids.dim() != 2 or input_ids.shape[0] == 0 or input_ids.shape[1] == 0:
-        raise BadRequest(f"input_ids must have shape [batch, seq] with both > 0, got {tuple(input_ids.shape)}")
-    if input_ids.shape[1] > max_positions:
-        raise BadRequest(f"{input_ids.shape[1]} positions exceed the model's {max_positions}")
-    low, high = int(input_ids.min()), int(input_ids.max())
-    if low < 0 or high >= vocab_size:
-        raise BadRequest(f"token ids must lie in [0, {vocab_size}), got {low}..{high}")
 
 
 class NativeCausalLM(nn.Module):

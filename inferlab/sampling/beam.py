@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from inferlab.errors import BadRequest
+from inferlab.request import check_prompt_ids
 
 if TYPE_CHECKING:
     import torch
@@ -47,18 +48,6 @@ def _check_whole(name: str, value: object) -> None:
         raise BadRequest(f"{name} must be a whole number of at least 1, got {value!r}")
 
 
-def _check_prompt(source: LogitsSource, prompt_ids: list[int], max_new_tokens: int) -> None:
-    """Refuse an empty prompt, one that overflows the context, or ids outside the vocabulary (Chapter 5)."""
-    if not prompt_ids:
-        raise BadRequest("beam_search needs a prompt of at least one token")
-    context = source.max_positions
-    if context is not None and len(prompt_ids) + max_new_tokens > context:
-        raise BadRequest(f"{len(prompt_ids)} prompt tokens + {max_new_tokens} new tokens exceed the model's "
-                         f"context of {context} positions")
-    if not all(0 <= t < source.vocab_size for t in prompt_ids):
-        raise BadRequest(f"prompt token ids must lie in [0, {source.vocab_size})")
-
-
 def _eos_set(eos_token_id: int | Sequence[int] | None) -> set[int]:
     """One end-of-sequence id, several, or none, as a set (Chapter 5)."""
     if eos_token_id is None:
@@ -87,7 +76,7 @@ def beam_search(source: LogitsSource, prompt_ids: Sequence[int], num_beams: int,
     if early_stopping not in (True, False, "never"):
         raise BadRequest(f"early_stopping must be True, False or 'never', got {early_stopping!r}")
     prompt = [int(t) for t in prompt_ids]
-    _check_prompt(source, prompt, max_new_tokens)
+    check_prompt_ids(prompt, max_new_tokens, source.vocab_size, source.max_positions)
     eos = _eos_set(eos_token_id)
     keep = max(2, 1 + len(eos)) * num_beams
     running: list[_Hypothesis] = [(0.0, prompt)]

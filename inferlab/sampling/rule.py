@@ -58,6 +58,11 @@ class DecodingRule:
         object.__setattr__(self, "processors", tuple(parts))
 
     @property
+    def needs_history(self) -> bool:
+        """Whether a processor of this rule reads the ids so far; of the lab's, only the repetition penalty does (Chapter 6)."""
+        return any(isinstance(p, RepetitionPenalty) for p in self.processors)
+
+    @property
     def sampler(self) -> Greedy | Multinomial:
         """The sampler this rule ends with (Chapter 5)."""
         return Multinomial() if self.do_sample else Greedy()

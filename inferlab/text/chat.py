@@ -1,11 +1,10 @@
-"""Showing token ids: each token's bytes, special tokens, chat templates, coloured spans (Chapter 3).
+"""Token ids up close: each token's bytes, special tokens, and chat templates encoded on ids (Chapter 3).
 
 Works with the book's real tokenizers (Hugging Face, byte-level: GPT-2 and SmolLM2) and with
-:class:`inferlab.text.bpe.BPETokenizer`.
+:class:`inferlab.text.bpe.BPETokenizer`. The coloured HTML view of tokens is book-only (:mod:`inferbook.tokens`).
 """
 from __future__ import annotations
 
-import html
 import json
 import re
 from dataclasses import dataclass
@@ -13,9 +12,6 @@ from typing import Any
 
 from inferlab.text.bpe import BPETokenizer, byte_to_char
 from inferlab.errors import BadRequest
-
-#: Background colours for consecutive tokens (light, so that the text stays readable).
-PALETTE = ("#fde68a", "#bfdbfe", "#bbf7d0", "#fbcfe8", "#ddd6fe", "#fed7aa")
 
 
 @dataclass(frozen=True)
@@ -108,10 +104,26 @@ def added_token_pattern(tokenizer: Any) -> re.Pattern[str]:
 
 
 def encode_untrusted(tokenizer: Any, text: str) -> list[int]:
-    """Token ids of text with special-token parsing off: a typed ``<|im_end|>`` stays text (Chapter 3)."""
+    """Token ids of text with special-token parsing off: a typed ``<|im_end|>`` stays text (Chapter 3).
+
+    ``split_special_tokens`` stops only *special* added tokens from being matched, so a tokenizer with
+    added tokens that are not special is refused: user text could still produce those. The flag that
+    transformers sets on the Rust tokenizer for this call is restored afterwards.
+    """
     if not text:
         return []
-    return [int(i) for i in tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]]
+    loose = sorted(str(t) for t in getattr(tokenizer, "added_tokens_decoder", {}).values()
+                   if not getattr(t, "special", True))
+    if loose:
+        raise BadRequest(f"this tokenizer has added tokens that are not special ({', '.join(loose[:4])}); "
+                         "user text could still be encoded as them, so it cannot be kept apart from control tokens")
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    before = getattr(backend, "encode_special_tokens", None)
+    try:
+        return [int(i) for i in tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]]
+    finally:
+        if before is not None:
+            backend.encode_special_tokens = before
 
 
 def _template_pieces(tokenizer: Any, messages: list[dict[str, str]], add_generation_prompt: bool) -> list[str]:
@@ -164,18 +176,3 @@ def chat_ids(tokenizer: Any, messages: list[dict[str, str]], add_generation_prom
                 text += part
         text += content
     return ids + encode_untrusted(tokenizer, text)
-
-
-def tokens_html(rows: list[TokenRow], title: str = "") -> str:
-    """Coloured token spans as plain HTML, no scripts; hover a span for its id (Chapter 3)."""
-    spans = []
-    for row in rows:
-        style = ("background:#1f2937;color:#f9fafb;font-weight:600" if row.special
-                 else f"background:{PALETTE[row.index % len(PALETTE)]};color:#111827")
-        spans.append(f'<span title="id {row.token_id}" style="{style};padding:1px 0;margin:0 1px;'
-                     f'border-radius:3px;white-space:pre-wrap">{html.escape(row.shown)}</span>')
-    head = f'<div style="font-size:0.85em;color:#4b5563">{html.escape(title)} ({len(rows)} tokens)</div>' if title else ""
-    body = "".join(spans)
-    ids = " ".join(str(r.token_id) for r in rows)
-    return (f'<div style="margin:0.4em 0">{head}<div style="font-family:monospace;line-height:1.9">{body}</div>'
-            f'<div style="font-family:monospace;font-size:0.75em;color:#6b7280">ids: {html.escape(ids)}</div></div>')
