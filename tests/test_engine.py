@@ -248,7 +248,9 @@ def test_busy_engine_and_manual_steps():
 @pytest.mark.parametrize("prompt, params, message", [
     ("", SamplingParams(), "prompt is empty"),
     ("   ", SamplingParams(), "prompt is empty"),
-    ([], SamplingParams(), "non-empty"),
+    ([], SamplingParams(), "no token ids"),
+    (7, SamplingParams(), "text or a list of token ids"),
+    ([1, True], SamplingParams(), "whole numbers"),
     ([0, 99], SamplingParams(), "token ids must lie in"),
     ("a" * 60, SamplingParams(max_new_tokens=8), "context holds 64 positions"),
     ("a", "greedy", "params must be SamplingParams"),

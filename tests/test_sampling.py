@@ -297,6 +297,8 @@ def test_beam_search_refuses_bad_prompts():
         beam_search(source, [0] * 60, num_beams=2, max_new_tokens=5)
     with pytest.raises(BadRequest, match="token ids"):
         beam_search(source, [0, 97], num_beams=2, max_new_tokens=4)
+    with pytest.raises(BadRequest, match="whole numbers"):  # the same check as the engine's admission
+        beam_search(source, [0, 2.7], num_beams=2, max_new_tokens=4)
     assert source.calls == []  # refused before any forward pass
 
 

@@ -68,8 +68,8 @@ class Engine:
             if isinstance(prompt, str):
                 if not prompt.strip():
                     raise BadRequest("the prompt is empty: give at least one non-space character")
-            elif not isinstance(prompt, Seq) or not prompt:
-                raise BadRequest("the prompt must be non-empty text or a non-empty list of token ids")
+            elif not isinstance(prompt, Seq):
+                raise BadRequest(f"the prompt must be text or a list of token ids, got {type(prompt).__name__}")
         if isinstance(prompt, str):
             with clock.stage("tokenize"):
                 pieces = backend.tokenizer.tokenize(prompt)

@@ -75,8 +75,7 @@ def beam_search(source: LogitsSource, prompt_ids: Sequence[int], num_beams: int,
     _check_whole("max_new_tokens", max_new_tokens)
     if early_stopping not in (True, False, "never"):
         raise BadRequest(f"early_stopping must be True, False or 'never', got {early_stopping!r}")
-    prompt = [int(t) for t in prompt_ids]
-    check_prompt_ids(prompt, max_new_tokens, source.vocab_size, source.max_positions)
+    prompt = check_prompt_ids(prompt_ids, max_new_tokens, source.vocab_size, source.max_positions)
     eos = _eos_set(eos_token_id)
     keep = max(2, 1 + len(eos)) * num_beams
     running: list[_Hypothesis] = [(0.0, prompt)]
