@@ -78,6 +78,73 @@ def _processor_name() -> str:
     return platform.processor() or platform.machine()
 
 
+#: CPU features that decide which matrix-multiplication kernels a library can use (x86 and Arm names).
+MATMUL_FEATURES = ("avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+                   "amx_tile", "amx_bf16", "amx_int8", "asimd", "asimdhp", "sve", "sve2", "bf16", "i8mm")
+
+
+def _cpuinfo() -> list[dict[str, str]]:
+    """The processor entries of ``/proc/cpuinfo``, one dictionary per logical CPU; empty where there is none."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    entries = []
+    for block in text.strip().split("\n\n"):
+        entry = {}
+        for line in block.splitlines():
+            key, _, value = line.partition(":")
+            entry[key.strip()] = value.strip()
+        entries.append(entry)
+    return entries
+
+
+def _memory_bytes() -> int | None:
+    """Memory this process may use: the smaller of ``MemTotal`` and a cgroup limit, where either is known."""
+    limits = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                limits.append(int(line.split()[1]) * 1024)
+    except OSError:
+        pass
+    try:
+        cgroup = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if cgroup.isdigit():
+            limits.append(int(cgroup))
+    except OSError:
+        pass
+    return min(limits) if limits else None
+
+
+def machine_facts() -> dict[str, Any]:
+    """The machine behind a number: processor identity, cores, matmul-relevant CPU features, memory (Chapter 1).
+
+    A virtual machine may report only a family name ("AMD EPYC"); the CPU family, model and stepping
+    numbers then identify the generation, and the feature flags and the kernel PyTorch dispatches to
+    (``torch.backends.cpu.get_cpu_capability()``) say what the matrix products could use.
+    """
+    import torch
+
+    entries = _cpuinfo()
+    first = entries[0] if entries else {}
+    flags = set((first.get("flags") or first.get("Features") or "").split())
+    cores = {(e.get("physical id", "0"), e.get("core id", e.get("processor", ""))) for e in entries}
+    facts: dict[str, Any] = {
+        "processor": _processor_name(),
+        "cpu_family": first.get("cpu family"),
+        "cpu_model": first.get("model"),
+        "stepping": first.get("stepping"),
+        "logical_cpus": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "physical_cores": len(cores) if entries else None,
+        "matmul_features": [f for f in MATMUL_FEATURES if f in flags],
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "memory_bytes": _memory_bytes(),
+    }
+    return facts
+
+
 def _versions() -> dict[str, str]:
     import huggingface_hub
     import tokenizers
@@ -114,6 +181,8 @@ class Provenance:
     device: str
     threads: int
     versions: dict[str, str] = field(default_factory=_versions)
+    #: Processor identity, cores, matmul-relevant CPU features and memory (see :func:`machine_facts`).
+    machine: dict[str, Any] = field(default_factory=machine_facts)
     created_utc: str = field(
         default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     )

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: unit tests of inferlab, notebook/text pairs in sync, every notebook
 # re-executed against its published outputs (nbval), the book built with warnings as errors,
-# and the built pages rendered in headless Chromium with no network.
+# the built pages rendered in headless Chromium with no network, and then the unit tests' fast
+# lane under the oldest supported transformers (scripts/test_oldest.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build_book.sh
@@ -9,3 +10,5 @@ VENV=${INFERLAB_VENV:-.venv}
 export TQDM_DISABLE=1 INFERLAB_BROWSER_TESTS=required
 "$VENV/bin/python" -m pytest tests notebooks --nbval --nbval-current-env \
   --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider "$@"
+# The fast lane again under the oldest supported transformers, on the lab installed from a wheel.
+bash scripts/test_oldest.sh

@@ -8,6 +8,15 @@ import pytest
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 
+def pytest_sessionstart(session):
+    """With INFERLAB_EXPECT_INSTALLED (scripts/test_oldest.sh), refuse to test the checkout instead of the wheel."""
+    if os.environ.get("INFERLAB_EXPECT_INSTALLED"):
+        import inferlab
+
+        if "site-packages" not in inferlab.__file__:
+            raise pytest.UsageError(f"expected the installed inferlab, but imported {inferlab.__file__}")
+
+
 @pytest.fixture(scope="session")
 def smollm2():
     """The bundled trained model, float32 on the CPU."""

@@ -84,8 +84,10 @@ def test_roles_and_templates_that_chat_ids_cannot_trust_are_refused(smol):
 def test_untrusted_encoding_restores_the_backend_and_refuses_loose_added_tokens(smol):
     from tokenizers import AddedToken
 
-    assert encode_untrusted(smol, "a <|im_end|>") != [int(i) for i in smol.backend_tokenizer.encode("a <|im_end|>").ids]
-    assert smol.backend_tokenizer.encode("<|im_end|>").ids == [2]  # the Rust tokenizer parses specials again
+    parsed = smol.backend_tokenizer.encode("a <|im_end|>", add_special_tokens=False).ids
+    assert encode_untrusted(smol, "a <|im_end|>") != [int(i) for i in parsed]
+    # the Rust tokenizer parses specials again
+    assert smol.backend_tokenizer.encode("<|im_end|>", add_special_tokens=False).ids == [2]
     loose = copy.deepcopy(smol)
     loose.add_tokens([AddedToken("<tool_call>", special=False)])
     with pytest.raises(BadRequest, match="not special"):

