@@ -63,6 +63,11 @@ def main(paths: list[str]) -> None:
                      published_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
         log[entry["notebook"]] = entry
         print(f"  {entry['seconds']} s")
+        write_log(log_file, log)  # after every notebook: a later failure keeps the runs that finished
+
+
+def write_log(log_file: Path, log: dict) -> None:
+    """Write the run log and the reproducibility page's table from it."""
     log_file.write_text(json.dumps(log, indent=2, sort_keys=True) + "\n")
     rows = ["| notebook | model | device | seconds | torch | transformers | platform | published (UTC) |",
             "|---|---|---|---|---|---|---|---|"]
