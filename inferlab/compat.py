@@ -26,7 +26,4 @@ def new_dynamic_cache(config: Any) -> Any:
     """An empty transformers ``DynamicCache`` for a model's config, under either version (Chapter 6)."""
     from transformers import DynamicCache
 
-    try:
-        return DynamicCache(config=config)
-    except TypeError:  # releases whose DynamicCache takes no config
-        return DynamicCache()
+    return DynamicCache(config=config)  # both 4.57 and 5.x take the config (cache_utils.py)

@@ -40,7 +40,8 @@ class GenerationResult:
     """What one request produced, how, and where its time went (Chapter 1; completed in Chapter 6).
 
     ``token_ids`` are the generated ids: they include the token that completed a stop string (the
-    model did produce it) but never an end-of-sequence token. ``tokens`` holds the text of each
+    model did produce it) but not an end-of-sequence token that stopped the generation (a request
+    with ``ignore_eos`` keeps those it produced). ``tokens`` holds the text of each
     generated id decoded on its own. ``text`` is the decoded text of ``token_ids``, cut before the
     stop string when there is one. ``params`` records the sampling parameters as run, including the
     seed that was drawn for a sampled request that gave none; ``provenance`` records the model,

@@ -155,8 +155,8 @@ def apply_special_tokens(tokenizer: Any, specials: dict[str, Any]) -> None:
 
     transformers 5.24 reads them from the file; 4.57 names ``<|im_start|>`` as both beginning and end
     of sequence for SmolLM2, adds it in front of every encoding and cleans up spaces in decoding, so
-    the engine's stop rule would depend on the library's version. llama.cpp, the GGUF format's own
-    runtime, does none of that.
+    the engine's stop rule would depend on the library's version. The file itself says
+    ``add_bos_token = False``, EOS 2 (``<|im_end|>``), PAD 2 and UNK 0 (:func:`gguf_special_tokens`).
     """
     names = {"bos": "bos_token", "eos": "eos_token", "unknown": "unk_token", "padding": "pad_token"}
     for key, attribute in names.items():
