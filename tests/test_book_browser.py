@@ -129,3 +129,19 @@ def test_every_chapter_renders_offline_with_all_its_figures(browser, relative):
     assert page.locator("a[href*='colab.research.google.com']").count() >= 1
     assert not errors, errors
     assert not refused, refused
+
+
+@pytest.mark.parametrize("relative", chapter_pages())
+def test_every_widget_on_a_static_page_is_marked_live_only(browser, relative):
+    """A control with no kernel behind it does nothing: the reader must be told, with a way to run it."""
+    page, errors, _ = open_page(browser, relative)
+    cells = page.locator(".cell").filter(has=page.locator(".jupyter-widgets"))
+    for i in range(cells.count()):
+        cell = cells.nth(i)
+        note = cell.locator(".live-only")
+        assert note.count() == 1, f"a widget in cell {i} of {relative} has no live-only note"
+        assert note.first.is_visible()
+        link = note.first.locator("a[href*='colab.research.google.com']")
+        assert link.count() == 1 and link.first.get_attribute("href").endswith(
+            Path(relative).stem + ".ipynb")
+    assert not errors, errors

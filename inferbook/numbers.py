@@ -1,0 +1,119 @@
+"""The "Numbers to know" page: every figure read from ``data/``, none typed (back matter).
+
+The page ``book/numbers.md`` writes each figure as a MyST substitution, ``{{ key }}``. The book's
+Sphinx extension fills them in at build time from :func:`substitutions`, which reads the recorded
+runs of the chapters (``data/chNN_*.json``, with their provenance) and the vendor datasheet figures
+(``data/datasheets.yml``, each with its citation). A missing record is an error, not a blank.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One figure of a chapter's recorded run: where it is and how to print it."""
+
+    key: str
+    chapter: str
+    path: str
+    format: Callable[[Any], str]
+
+
+def _ms(x: float) -> str:
+    return f"{x:.0f} ms" if x >= 10 else f"{x:.1f} ms"
+
+
+def _s(x: float) -> str:
+    return f"{x:.1f} s"
+
+
+def _count(x: float) -> str:
+    return f"{int(x):,}"
+
+
+def _gflop(x: float) -> str:
+    return f"{x / 1e9:.2f} GFLOP"
+
+
+def _median(xs: list[float]) -> float:
+    ordered = sorted(xs)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+MEASURED: list[Measured] = [
+    Measured("parameters_smollm2", "ch02_parameters_as_artefacts", "provenance.parameters", _count),
+    Measured("safetensors_mb", "ch02_parameters_as_artefacts", "provenance.extra.safetensors_bytes",
+             lambda b: f"{b / 1e6:.0f} MB"),
+    Measured("forward_17_to_64_ms", "ch01_what_is_inference", "experiment_3.real_forward_median_ms", _ms),
+    Measured("toy_forward_us", "ch01_what_is_inference", "experiment_3.toy_forward_median_us",
+             lambda x: f"{x:.0f} µs"),
+    Measured("first_text_ms", "ch06_the_first_complete_engine", "opening.first_text_ms", _ms),
+]
+
+
+def _get(record: dict, path: str) -> Any:
+    value: Any = record
+    for part in path.split("."):
+        value = value[int(part)] if isinstance(value, list) else value[part]
+    return value
+
+
+def load_records(data: Path) -> dict[str, dict]:
+    """Every chapter's recorded run in ``data``, by chapter stem (back matter)."""
+    return {p.stem: json.loads(p.read_text()) for p in sorted(data.glob("ch*.json"))}
+
+
+def machine_line(provenance: dict) -> str:
+    """One line naming the machine and software of a recorded run (back matter)."""
+    m = provenance["machine"]
+    v = provenance["versions"]
+    features = ", ".join(f.upper().replace("_", "-") for f in m["matmul_features"] if f.startswith(("avx512", "amx")))
+    return (f"{m['processor']} (family {m['cpu_family']}, model {m['cpu_model']}, stepping {m['stepping']}), "
+            f"{m['physical_cores']} physical cores, {m['memory_bytes'] / 2**30:.1f} GiB memory, "
+            f"{features or 'no AVX-512'}; PyTorch {v['torch']} (CPU kernels {m['torch_cpu_capability']}), "
+            f"transformers {v['transformers']}, {provenance['dtype']}, {provenance['threads']} thread(s)")
+
+
+def datasheet_rows(datasheets: list[dict], weights_gb: tuple[float, ...] = (14.0, 140.0)) -> dict[str, str]:
+    """Datasheet figures and the decode bound they imply for weights of the given sizes (back matter).
+
+    The bound is arithmetic, not a measurement: a batch-1 decode step reads every weight once, so
+    it takes at least weight bytes / memory bandwidth.
+    """
+    out: dict[str, str] = {}
+    for row in datasheets:
+        key = row["part"].split()[1].lower()
+        out[f"{key}_part"] = row["part"]
+        out[f"{key}_cite"] = row["cite"]
+        out[f"{key}_memory"] = f"{row['memory_gb']} GB {row['memory_kind']}"
+        out[f"{key}_bandwidth"] = f"{row['bandwidth_gb_s']:,} GB/s"
+        out[f"{key}_tflops"] = f"{row['dense_16bit_tflops']:,} TFLOP/s ({row['16bit_format']})"
+        for gb in weights_gb:
+            out[f"{key}_bound_{gb:.0f}gb"] = f"{gb / row['bandwidth_gb_s'] * 1e3:.1f} ms"
+        ridge = row["dense_16bit_tflops"] * 1e12 / (row["bandwidth_gb_s"] * 1e9)
+        out[f"{key}_ridge"] = f"{ridge:.0f}"
+    return out
+
+
+def substitutions(root: Path) -> dict[str, str]:
+    """Every ``{{ key }}`` of the numbers page, read from ``root/data`` (back matter)."""
+    records = load_records(root / "data")
+    out: dict[str, str] = {}
+    for m in MEASURED:
+        out[m.key] = m.format(_get(records[m.chapter], m.path))
+    reference = records["ch02_parameters_as_artefacts"]["provenance"]
+    out["machine"] = machine_line(reference)
+    out["recorded_utc"] = reference["created_utc"]
+    for stem, record in records.items():
+        if "provenance" in record:
+            out[f"{stem[:4]}_model"] = record["provenance"]["model"]
+    out.update(datasheet_rows(yaml.safe_load((root / "data" / "datasheets.yml").read_text())))
+    return out
