@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from inferbook.numbers import datasheet_rows, substitutions
-from tests.test_prose import NUMBER, strip
+from inferbook.prose import NUMBER, strip
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "book" / "numbers.md"

@@ -19,14 +19,11 @@ import jupytext
 import pytest
 import yaml
 
+from inferbook.prose import NUMBER, REF_CHAPTER, ROLE, hand_typed_numbers, strip
+
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = sorted((ROOT / "notebooks").glob("ch*.md"))
 ALLOWED_DIR = ROOT / "notebooks" / "prose_numbers"
-
-ROLE = re.compile(r"\{([\w:-]+)\}`([^`]*)`")
-REF_CHAPTER = re.compile(r"^Chapter (\d+)(?:'s)?\s*<((?:plan-)?ch(\d\d)(?:-[\w-]+)?)>$")
-NUMBER = re.compile(r"(?<![\w.\-/#])\d[\d,]*(?:\.\d+)?(?![\w\-])")
-NAMED_PLACES = re.compile(r"\b(?:Experiment|Exercise|Question|Part) \d+")
 
 
 BOOK_PAGES = [ROOT / "book" / name for name in ("intro.md", "glossary.md", "numbers.md", "reproducibility.md")]
@@ -40,26 +37,6 @@ def prose(md: Path) -> str:
     return "\n\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
 
 
-def strip(text: str) -> str:
-    """Prose with code, mathematics, roles, labels, link targets and list numbers removed."""
-    text = re.sub(r"<!--.*?-->", " ", text, flags=re.S)
-    # plain code fences go; directive fences ({admonition} ...) keep their body, lose options
-    text = re.sub(r"^(`{3,}|~{3,})(?!\{)[^\n]*\n.*?^\1\s*$", " ", text, flags=re.S | re.M)
-    text = re.sub(r"^(`{3,}|:{3,})\{[^\n]*$", " ", text, flags=re.M)
-    text = re.sub(r"^:[\w-]+:.*$", " ", text, flags=re.M)
-    text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)
-    text = re.sub(r"(?<!\\)\$[^$\n]+\$", " ", text)
-    text = ROLE.sub(" \u25af ", text)
-    text = re.sub(r"``.*?``|`[^`\n]*`", " ", text)
-    text = re.sub(r"\]\([^)]*\)", "]", text)
-    text = re.sub(r"^\([\w-]+\)=\s*$", " ", text, flags=re.M)
-    text = re.sub(r"^\s*\d+\.\s", " ", text, flags=re.M)
-    text = re.sub(r"^#+\s*\d+\.\s", " ", text, flags=re.M)
-    text = re.sub(r"\[\^\w+\]", " ", text)
-    text = NAMED_PLACES.sub(" ", text)
-    return text
-
-
 def allowed_phrases(chapter: str) -> list[str]:
     """The phrases a chapter may contain with a typed number, each listed with its reason."""
     path = ALLOWED_DIR / f"{chapter}.yml"
@@ -68,18 +45,6 @@ def allowed_phrases(chapter: str) -> list[str]:
         assert set(entry) == {"phrase", "why"} and str(entry["why"]).strip(), \
             f"{path.name}: each allowed phrase needs a reason: {entry}"
     return [str(e["phrase"]) for e in entries]
-
-
-def hand_typed_numbers(text: str, phrases: list[str]) -> list[str]:
-    """Digit strings of stripped prose not covered by an allowed phrase, each with its context."""
-    covered: list[tuple[int, int]] = []
-    for phrase in phrases:
-        covered += [(m.start(), m.end()) for m in re.finditer(re.escape(phrase), text)]
-    found = []
-    for m in NUMBER.finditer(text):
-        if not any(a <= m.start() and m.end() <= b for a, b in covered):
-            found.append(" ".join(text[max(0, m.start() - 30):m.end() + 20].split()))
-    return found
 
 
 def test_the_stripper_keeps_what_it_should():
