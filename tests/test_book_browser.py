@@ -59,7 +59,8 @@ def open_page(browser, relative: str):
 
 
 CHAPTER = "notebooks/ch01_what_is_inference.html"
-FIGURES = ["fig-ch01-stage-shares", "fig-ch01-step-times", "fig-ch01-trained-random", "fig-ch01-token-counts"]
+FIGURES = ["fig-ch01-stage-shares", "fig-ch01-step-times", "fig-ch01-step-explorer", "fig-ch01-trained-random",
+           "fig-ch01-token-counts"]
 
 
 def test_chapter_1_figures_draw_offline(browser):

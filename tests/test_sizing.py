@@ -1,5 +1,6 @@
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,9 +11,9 @@ from inferlab.compat import output_cache
 from inferlab.errors import BadRequest, InferlabError
 from inferlab.analysis.sizing import (
     PRESETS, BadShape, LoadTiming, ModelShape, count_forward_flops, count_model_parameters, count_parameters,
-    estimate, flops_per_token_2n, forward_flops, kv_bytes_per_token, kv_cache_bytes, measured_kv_bytes,
-    meta_model, parameter_breakdown, parameter_group, parameters_by_layer, preset, shape_from_config,
-    tied_parameters, time_load_in_fresh_process, to_config, weights_bytes,
+    decode_weight_bytes, estimate, flops_per_token_2n, forward_flops, kv_bytes_per_token, kv_cache_bytes,
+    matmul_parameters, measured_kv_bytes, meta_model, parameter_breakdown, parameter_group, parameters_by_layer,
+    preset, shape_from_config, tied_parameters, time_load_in_fresh_process, to_config, weights_bytes,
 )
 from inferlab.models.shape import UnsupportedModel
 
@@ -69,7 +70,7 @@ def test_per_layer_counts_sum_to_total():
 
 def test_memory_arithmetic():
     assert weights_bytes(1000, "float32") == 4000 and weights_bytes(1000, "int4") == 500
-    assert weights_bytes(70_000_000_000, "float16") == 140e9  # seed 001's 70B at 16 bits
+    assert weights_bytes(70_000_000_000, "float16") == 140e9  # 70e9 parameters x 2 bytes
     gpt2 = PRESETS["gpt2"]
     assert kv_bytes_per_token(gpt2, "float16") == 2 * 12 * 12 * 64 * 2
     # GQA: 8 KV heads instead of 64 make the 70B cache 8 times smaller than with full heads
@@ -103,6 +104,31 @@ def test_two_n_rule_differs_from_the_count_in_the_expected_places():
     assert per_token == flops_per_token_2n(n) - 2 * 1024 * 768 - 2 * biases_norms + 4 * 12 * 768
 
 
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_matmul_parameters_give_the_linear_flops_exactly(tiny_models, name):
+    model, shape = tiny_models[name], shape_from_config(tiny_models[name].config)
+    ids = torch.randint(0, shape.vocab, (1, 5))
+    model.set_attn_implementation("eager")
+    try:
+        counted = count_forward_flops(model, ids)
+    finally:
+        model.set_attn_implementation("sdpa")
+    attention = 4 * shape.layers * shape.heads * shape.head_dim * 5 * 5  # scores and values, full square
+    assert sum(counted.values()) == 2 * matmul_parameters(model) * 5 + attention
+
+
+def test_matmul_parameters_and_decode_bytes_count_a_tied_head_and_skip_lookups():
+    small = dict(n_layer=1, n_embd=32, n_head=4, vocab_size=97, n_positions=16)
+    tied = GPT2LMHeadModel(GPT2Config(**small))
+    untied = GPT2LMHeadModel(GPT2Config(**small, tie_word_embeddings=False))
+    matrices = 4 * 32 * 32 + 2 * 32 * 128  # Q, K, V, out and the two MLP matrices of one block
+    assert matmul_parameters(tied) == matmul_parameters(untied) == matrices + 97 * 32  # the head multiplies either way
+    n = sum(p.numel() for p in tied.parameters())
+    assert decode_weight_bytes(tied) == 4 * (n - 16 * 32)  # all but the position table, read one row at a time
+    assert decode_weight_bytes(untied) == 4 * (n - 16 * 32)  # the untied embedding is a lookup; the head is read
+    assert decode_weight_bytes(untied.to(torch.float16)) == 2 * (n - 16 * 32)
+
+
 def test_estimate_and_bad_input():
     e = estimate(PRESETS["llama-2-70b"], "int4", tokens=4096, batch=2)
     assert e.kv_dtype == "float16" and e.weights_bytes == PUBLISHED["llama-2-70b"] / 2
@@ -129,7 +155,8 @@ def test_estimate_and_bad_input():
 
 def test_load_timing_refuses_a_missing_checksum():
     fields = dict(format="safetensors", file="model.safetensors", sha256="ab" * 32, run=0, import_s=1.0,
-                  load_s=0.5, second_load_s=None, parameters=10, evicted=False)
+                  modelling_import_s=0.5, load_s=0.5, first_touch_s=0.1, second_touch_s=0.05, second_load_s=None,
+                  parameters=10, evicted=False)
     assert json.loads(json.dumps(LoadTiming(**fields).to_dict()))["sha256"] == "ab" * 32
     with pytest.raises(InferlabError, match="sha256"):
         LoadTiming(**{**fields, "sha256": ""})
@@ -150,6 +177,12 @@ def test_fresh_process_load(tmp_path):
     timing = time_load_in_fresh_process("safetensors", tmp_path / "model.safetensors", real, again=True)
     assert timing.parameters == sum(p.numel() for p in model.parameters()) and timing.sha256 == real
     assert timing.load_s > 0 and timing.second_load_s > 0 and timing.import_s > 0
+    assert timing.modelling_import_s > 0  # "llama", read from the config.json beside the file
+    assert timing.first_touch_s > 0 and timing.second_touch_s > 0
+    if Path("/proc/self/status").exists():
+        assert set(timing.resident_mb) == {"file_load", "anon_load", "file_touch", "anon_touch"}
+    with pytest.raises(BadShape, match="modelling module"):
+        time_load_in_fresh_process("safetensors", tmp_path / "model.safetensors", model_type="../x")
     with pytest.raises(InferlabError, match="changed"):  # the file is re-hashed: a wrong checksum is caught
         time_load_in_fresh_process("safetensors", tmp_path / "model.safetensors", "cd" * 32)
     with pytest.raises(BadShape, match="format"):
@@ -187,8 +220,12 @@ def test_gguf_metadata_and_tensor_tables_of_the_bundled_file():
         path = smollm2_gguf()
     except InferlabError as error:
         pytest.skip(f"bundled GGUF unavailable: {error}")
-    meta = gguf_metadata_bytes(path)
+    from inferlab.analysis.sizing import gguf_reader
+
+    reader = gguf_reader(path)  # one parse serves both tables
+    meta = gguf_metadata_bytes(reader)
     assert "tokenizer.ggml.tokens" in meta and all(n > 0 for n in meta.values())
-    types = gguf_tensor_types(path)
+    types = gguf_tensor_types(reader)
+    assert types == gguf_tensor_types(path)
     assert sum(r["parameters"] for r in types.values()) == PUBLISHED["smollm2-135m"]
     assert sum(meta.values()) + sum(r["bytes"] for r in types.values()) < path.stat().st_size

@@ -1,4 +1,4 @@
-"""Checkers for Chapter 2's exercises: estimation practice on weights, FLOPs, time and KV memory.
+"""Checkers for Chapter 2's exercises and "Check yourself" questions: weights, FLOPs, time and KV memory.
 
 Each function names the exercise it checks, prints a one-line verdict and returns it as a boolean.
 Answers within ``tolerance`` (relative) of the lab's own arithmetic count as right: estimates are
@@ -6,7 +6,9 @@ about the order and the first digit, not the last.
 """
 from __future__ import annotations
 
-from inferlab.analysis.sizing import GIB, count_parameters, flops_per_token_2n, kv_cache_bytes, preset, weights_bytes
+from inferlab.analysis.sizing import (GIB, count_parameters, flops_per_token_2n, kv_bytes_per_token, kv_cache_bytes,
+                                      preset, weights_bytes)
+from inferlab.bench.memory import DATASHEET_BANDWIDTH, decode_time_floor_s
 
 
 def _verdict(label: str, answer: float, expected: float, unit: str, tolerance: float) -> bool:
@@ -64,3 +66,24 @@ def check_parameter_count(answer: int, model: str = "gpt2-medium") -> bool:
     ok = int(answer) == expected
     print(f"parameters of {model}: you said {int(answer):,}; {'right' if ok else 'not quite'}")
     return ok
+
+
+def check_decode_bound_ms(answer_ms: float, parameters: float = 7e9, dtype: str = "float16",
+                          gpu: str = "H100 SXM", tolerance: float = 0.05) -> bool:
+    """Chapter 2, Check yourself: the batch-1 decode bound, weight bytes / datasheet bandwidth, in ms.
+
+    ``gpu`` is a key of ``inferlab.bench.memory.DATASHEET_BANDWIDTH`` (``"T4"``, ``"A100 40GB"``,
+    ``"A100 80GB SXM"``, ``"H100 SXM"``, ``"H200"``).
+    """
+    if gpu not in DATASHEET_BANDWIDTH:
+        raise ValueError(f"unknown GPU {gpu!r}; known: {', '.join(DATASHEET_BANDWIDTH)}")
+    floor = decode_time_floor_s(weights_bytes(int(parameters), dtype), DATASHEET_BANDWIDTH[gpu])
+    return _verdict(f"decode bound of {parameters:,.0f} parameters in {dtype} on {gpu}", answer_ms,
+                    floor * 1e3, "ms", tolerance)
+
+
+def check_kv_kib_per_token(answer_kib: float, model: str = "llama-3-8b", dtype: str = "bfloat16",
+                           tolerance: float = 0.05) -> bool:
+    """Chapter 2, Check yourself: KV-cache bytes one token keeps in a preset, in KiB (1,024 bytes)."""
+    return _verdict(f"KV cache per token of {model} in {dtype}", answer_kib,
+                    kv_bytes_per_token(preset(model), dtype) / 1024, "KiB", tolerance)

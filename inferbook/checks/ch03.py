@@ -83,3 +83,72 @@ def merges_learned(text: str, vocab_size: int, expected: list[tuple[str, str]]) 
         print(f"not quite: merge {first} (counting from 0) differs" if first < min(len(got), len(mine))
               else f"not quite: BPE learns {len(got)} merges here, you gave {len(mine)}")
     return ok
+
+
+def parameters_from_config(config: Any) -> int:
+    """Chapter 3: a causal LM's parameter count from its configuration, built on the meta device (no memory).
+
+    A tied embedding and LM head are one tensor, and ``parameters()`` yields it once.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def head_share_vocabularies(config: Any, share: float = 0.10) -> dict[str, float]:
+    """Chapter 3, exercise 5: the vocabulary V at which the LM head's ``2 * hidden * V`` is ``share`` of ``2N``.
+
+    Two questions. ``"n_fixed"``: N held at the model's present count, V = share * N / hidden.
+    ``"n_grows"``: only the vocabulary changes, so the embedding table (one tensor when tied, two when
+    not) grows with V and N with it; solve ``hidden * V = share * (N_rest + tables * hidden * V)``.
+    """
+    hidden, vocab = int(config.hidden_size), int(config.vocab_size)
+    tables = 1 if getattr(config, "tie_word_embeddings", False) else 2
+    n = parameters_from_config(config)
+    rest = n - tables * hidden * vocab
+    if not 0 < share * tables < 1:
+        raise ValueError(f"share must be between 0 and {1 / tables}")
+    return {"n_fixed": share * n / hidden, "n_grows": share * rest / (hidden * (1 - share * tables)),
+            "parameters": n, "rest": rest, "tables": tables}
+
+
+def head_share_at(config: Any, vocab: int) -> float:
+    """Chapter 3, check yourself: the LM head's share of 2N (in %) if only the vocabulary became ``vocab``."""
+    n = head_share_vocabularies(config)
+    hidden = int(config.hidden_size)
+    return 100 * hidden * vocab / (n["rest"] + n["tables"] * hidden * vocab)
+
+
+def _verdict(answer: float, expected: float, tolerance: float, what: str) -> bool:
+    """Print right, or too high / too low by how much (the answer itself stays the reader's to find)."""
+    error = answer / expected - 1
+    ok = abs(error) <= tolerance
+    print(f"right: {what} (within {100 * tolerance:.0f} %)" if ok else
+          f"not quite: {what}: yours is {100 * abs(error):.0f} % too {'high' if error > 0 else 'low'}")
+    return ok
+
+
+def vocab_for_head_share(answer: float, config: Any, n_grows: bool, share: float = 0.10,
+                         tolerance: float = 0.02) -> bool:
+    """Chapter 3, exercise 5: is ``answer`` the vocabulary at which the LM head is ``share`` of 2N?
+
+    ``n_grows=False`` holds N at its present value; ``True`` lets the embedding table, and so N, grow with V.
+    """
+    expected = head_share_vocabularies(config, share)["n_grows" if n_grows else "n_fixed"]
+    return _verdict(answer, expected, tolerance, f"vocabulary for a {100 * share:.0f} % LM head, "
+                    + ("N growing with V" if n_grows else "N held fixed"))
+
+
+def lm_head_share(answer_percent: float, config: Any, vocab: int, tolerance: float = 0.03) -> bool:
+    """Chapter 3, check yourself: the LM head's share of 2N, in %, if only the vocabulary became ``vocab``."""
+    return _verdict(answer_percent, head_share_at(config, vocab), tolerance,
+                    f"LM head share of 2N at a vocabulary of {vocab:,}")
+
+
+def tokens_for_words(answer: float, words: int, text: str, tokenizer: Any, tolerance: float = 0.15) -> bool:
+    """Chapter 3, check yourself: tokens for ``words`` words of text like ``text``, at its tokens per word."""
+    per_word = len(tokenizer.encode(text, add_special_tokens=False)) / len(text.split())
+    return _verdict(answer, words * per_word, tolerance, f"tokens for {words:,} words of this kind of text")

@@ -13,7 +13,7 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +173,45 @@ def tied_parameters(model: Any) -> list[tuple[str, str]]:
     return pairs
 
 
+def _matmul_modules(model: Any) -> list[Any]:
+    import torch
+
+    kinds: tuple[type, ...] = (torch.nn.Linear,)
+    try:  # GPT-2's projections are transformers' Conv1D, a linear layer with its weight transposed
+        from transformers.pytorch_utils import Conv1D
+
+        kinds += (Conv1D,)
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        pass
+    return [m for m in model.modules() if isinstance(m, kinds)]
+
+
+def matmul_parameters(model: Any) -> int:
+    """Weight entries that enter a matrix product once per token, from the model object (Chapter 2).
+
+    Every linear layer's weight matrix, the LM head's included, and the LM head counted even when it
+    is tied to the token embedding (the lookup reads one row; the head multiplies by the whole
+    matrix). Not counted: embedding tables (lookups), biases and norm weights (element-wise work).
+    The linear layers and the head of a forward pass cost exactly ``2 * matmul_parameters`` FLOPs
+    per position in ``FlopCounterMode``'s count, which ignores the bias of ``addmm``.
+    """
+    return sum(m.weight.numel() for m in _matmul_modules(model))
+
+
+def decode_weight_bytes(model: Any) -> int:
+    """Bytes of parameters one decode step reads in full, from the model object (Chapter 2).
+
+    Every parameter tensor (a shared one once) except those used only by embedding lookups, which
+    read one row per token: a tied token embedding counts, because the LM head reads all of it.
+    """
+    import torch
+
+    in_matmul = {id(m.weight) for m in _matmul_modules(model)}
+    lookup_only = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding)
+                   for p in m.parameters(recurse=False) if id(p) not in in_matmul}
+    return sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in lookup_only)
+
+
 # --- memory ---------------------------------------------------------------------------------
 
 def bytes_per_param(dtype: str) -> float:
@@ -291,10 +330,19 @@ def estimate(shape: ModelShape, dtype: str = "float16", tokens: int = 1024, batc
 
 @dataclass(frozen=True)
 class LoadTiming:
-    """One load of a checkpoint in a fresh process, with what was loaded (Chapter 2).
+    """One load of a checkpoint in a fresh process, stage by stage, with what was loaded (Chapter 2).
 
-    Refuses to exist without the checksum of the file it loaded: a load time that cannot say
-    which bytes it read cannot be compared with another.
+    ``import_s``: importing torch and transformers. ``modelling_import_s``: then importing the
+    model's modelling module (``transformers.models.<type>.modeling_<type>``), which
+    ``from_pretrained`` would otherwise import lazily inside the load; ``None`` where the type was
+    not known, and the import is then inside ``load_s``. ``load_s``: ``from_pretrained`` itself.
+    ``first_touch_s`` and ``second_touch_s``: reading every parameter once (a sum over each tensor)
+    right after the load, and again. ``second_load_s``: a second ``from_pretrained`` in the same
+    process (``None`` if not asked for). ``resident_mb``: growth of the process's resident memory
+    backed by files (``file_*``, such as a memory-mapped checkpoint) and by no file (``anon_*``)
+    during the load and during the first touch, from ``/proc/self/status``; empty where that file
+    does not exist. Refuses to exist without the checksum of the file it loaded: a load time that
+    cannot say which bytes it read cannot be compared with another.
     """
 
     format: str
@@ -302,10 +350,14 @@ class LoadTiming:
     sha256: str
     run: int
     import_s: float
+    modelling_import_s: float | None
     load_s: float
+    first_touch_s: float
+    second_touch_s: float
     second_load_s: float | None
     parameters: int
     evicted: bool
+    resident_mb: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         missing = [k for k in ("format", "file", "sha256") if not getattr(self, k)]
@@ -320,7 +372,7 @@ class LoadTiming:
 
 
 _CHILD = r"""
-import json, os, sys, time
+import importlib, json, os, sys, time
 t0 = time.perf_counter()
 import torch
 torch.set_num_threads(1)
@@ -328,17 +380,46 @@ from transformers import AutoModelForCausalLM
 from transformers.utils import logging
 logging.disable_progress_bar(); logging.set_verbosity_error()
 t1 = time.perf_counter()
-fmt, folder, gguf, again = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+fmt, folder, gguf, again, model_type = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5]
+
+def resident():
+    try:
+        rows = dict(line.split(":", 1) for line in open("/proc/self/status"))
+    except OSError:
+        return {}
+    return {k: int(rows[k].split()[0]) / 1024 for k in ("RssAnon", "RssFile") if k in rows}
+
 def load():
     if fmt == "gguf":
         return AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=torch.float32)
     return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-model = load(); t2 = time.perf_counter()
+
+def touch(model):
+    with torch.inference_mode():
+        for p in model.parameters():
+            p.sum()
+
+modelling = None
+if model_type != "-":
+    importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    modelling = time.perf_counter() - t1
+r0 = resident(); t2 = time.perf_counter()
+model = load()
+t3 = time.perf_counter(); r1 = resident()
+touch(model)
+t4 = time.perf_counter(); r2 = resident()
+touch(model)
+t5 = time.perf_counter()
 second = None
 if again:
-    load(); second = time.perf_counter() - t2
-print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "second_load_s": second,
-                  "parameters": sum(p.numel() for p in model.parameters())}))
+    load(); second = time.perf_counter() - t5
+growth = {}
+if r0 and r1 and r2:
+    growth = {"file_load": r1["RssFile"] - r0["RssFile"], "anon_load": r1["RssAnon"] - r0["RssAnon"],
+              "file_touch": r2["RssFile"] - r1["RssFile"], "anon_touch": r2["RssAnon"] - r1["RssAnon"]}
+print(json.dumps({"import_s": t1 - t0, "modelling_import_s": modelling, "load_s": t3 - t2,
+                  "first_touch_s": t4 - t3, "second_touch_s": t5 - t4, "second_load_s": second,
+                  "parameters": sum(p.numel() for p in model.parameters()), "resident_mb": growth}))
 """
 
 
@@ -355,11 +436,15 @@ def evict_from_page_cache(path: Path) -> bool:
 
 
 def time_load_in_fresh_process(fmt: str, file: Path, sha256: str | None = None, run: int = 0, again: bool = False,
-                               evict: bool = False, timeout: float = 300.0) -> LoadTiming:
+                               evict: bool = False, model_type: str | None = None,
+                               timeout: float = 300.0) -> LoadTiming:
     """Load a safetensors folder's or a GGUF file's weights in a new Python process and time it (Chapter 2).
 
-    After the load, the file is hashed again and the timing carries that checksum; if ``sha256`` is
-    given and the file no longer matches it, the timing is refused.
+    The stages are those of :class:`LoadTiming`. ``model_type`` (``"llama"``, ``"gpt2"``) names the
+    modelling module to import before the load's clock starts; for safetensors it is read from the
+    ``config.json`` beside the file when not given. After the load, the file is hashed again and the
+    timing carries that checksum; if ``sha256`` is given and the file no longer matches it, the
+    timing is refused.
     """
     if fmt not in ("safetensors", "gguf"):
         raise BadShape(f"unknown checkpoint format {fmt!r}; use 'safetensors' or 'gguf'")
@@ -369,7 +454,12 @@ def time_load_in_fresh_process(fmt: str, file: Path, sha256: str | None = None, 
     evicted = evict_from_page_cache(file) if evict else False
     folder, gguf = (file.parent, file.name) if fmt == "gguf" else (file.parent, "-")
     env = dict(os.environ, TQDM_DISABLE="1", OMP_NUM_THREADS="1")
-    done = subprocess.run([sys.executable, "-c", _CHILD, fmt, str(folder), gguf, "1" if again else "0"],
+    if model_type is None and fmt == "safetensors" and (file.parent / "config.json").is_file():
+        model_type = json.loads((file.parent / "config.json").read_text()).get("model_type")
+    if model_type is not None and not re.fullmatch(r"[a-z0-9_]+", model_type):
+        raise BadShape(f"model_type {model_type!r} does not name a transformers modelling module")
+    done = subprocess.run([sys.executable, "-c", _CHILD, fmt, str(folder), gguf, "1" if again else "0",
+                           model_type or "-"],
                           capture_output=True, text=True, timeout=timeout, env=env)
     if done.returncode != 0:
         raise InferlabError(f"loading {file.name} in a fresh process failed:\n{done.stderr[-2000:]}")
@@ -384,16 +474,29 @@ def time_load_in_fresh_process(fmt: str, file: Path, sha256: str | None = None, 
     measured = sha256_file(file)  # hashed after the timed load, so that hashing cannot warm the page cache first
     if sha256 and measured != sha256:
         raise InferlabError(f"{file.name} changed: sha256 {measured[:16]}... is not the expected {sha256[:16]}...")
-    return LoadTiming(fmt, file.name, measured, run, result["import_s"], result["load_s"], result["second_load_s"],
-                      result["parameters"], evicted)
+    return LoadTiming(fmt, file.name, measured, run, result["import_s"], result["modelling_import_s"], result["load_s"],
+                      result["first_touch_s"], result["second_touch_s"], result["second_load_s"], result["parameters"],
+                      evicted, result["resident_mb"])
 
 
-def gguf_tensor_types(path: Path) -> dict[str, dict[str, float]]:
-    """Per GGUF quantisation type: tensors, parameters and bytes in the file (Chapter 2)."""
+def gguf_reader(path: Path) -> Any:
+    """An open ``gguf.GGUFReader`` of a file, to pass to the two tables below (Chapter 2).
+
+    Parsing the header takes seconds for a file with a large tokenizer; one reader serves both.
+    """
     from gguf import GGUFReader
 
+    return GGUFReader(str(path))
+
+
+def _reader(source: Any) -> Any:
+    return gguf_reader(source) if isinstance(source, (str, Path)) else source
+
+
+def gguf_tensor_types(source: Any) -> dict[str, dict[str, float]]:
+    """Per GGUF quantisation type: tensors, parameters and bytes, from a path or a reader (Chapter 2)."""
     rows: dict[str, dict[str, float]] = {}
-    for tensor in GGUFReader(str(path)).tensors:
+    for tensor in _reader(source).tensors:
         row = rows.setdefault(tensor.tensor_type.name, {"tensors": 0, "parameters": 0, "bytes": 0})
         row["tensors"] += 1
         row["parameters"] += int(tensor.n_elements)
@@ -401,9 +504,6 @@ def gguf_tensor_types(path: Path) -> dict[str, dict[str, float]]:
     return rows
 
 
-
-def gguf_metadata_bytes(path: Path) -> dict[str, int]:
-    """Bytes of each key-value metadata field in a GGUF header, by key (Chapter 2)."""
-    from gguf import GGUFReader
-
-    return {name: int(sum(part.nbytes for part in field.parts)) for name, field in GGUFReader(str(path)).fields.items()}
+def gguf_metadata_bytes(source: Any) -> dict[str, int]:
+    """Bytes of each key-value metadata field in a GGUF header, by key, from a path or a reader (Chapter 2)."""
+    return {name: int(sum(part.nbytes for part in f.parts)) for name, f in _reader(source).fields.items()}

@@ -1,0 +1,120 @@
+"""Memory bandwidth: what a datasheet promises and what this machine reads (Chapter 2).
+
+Chapter 2's decode bound divides the bytes of a model's weights by a memory bandwidth: at batch 1
+every decode step reads every weight once, so no step can take less than ``weight bytes /
+bandwidth``. For an accelerator the bandwidth is the vendor's datasheet figure
+(:data:`DATASHEET_BANDWIDTH`). For the CPU that the book's chapters measure, :func:`measure_read_bandwidth`
+times one operation over a tensor far larger than the caches.
+
+What the measurement is, and is not: the median rate at which ``torch.sum`` reads a contiguous
+float32 tensor with the given number of threads. It estimates the bandwidth that a simple streaming
+read *achieves* here, not the memory's peak (the kind of figure a datasheet gives): more threads,
+other instructions or another tensor size may read faster. Part II's roofline chapter
+measures bandwidth properly; this is enough to put a floor under a decode step.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Datasheet memory bandwidth of some accelerators, in bytes per second (Chapter 2). Each is the
+#: vendor's figure for the named part: NVIDIA T4 datasheet (16 GB GDDR6, 320 GB/s); NVIDIA A100
+#: datasheet (A100 40GB: 1,555 GB/s; A100 80GB SXM: 2,039 GB/s); NVIDIA H100 datasheet (H100 SXM:
+#: 3.35 TB/s); NVIDIA H200 datasheet (4.8 TB/s). Peaks, which kernels approach but do not reach.
+DATASHEET_BANDWIDTH: dict[str, float] = {
+    "T4": 320e9,
+    "A100 40GB": 1_555e9,
+    "A100 80GB SXM": 2_039e9,
+    "H100 SXM": 3.35e12,
+    "H200": 4.8e12,
+}
+
+#: Default size of the tensor read: 256 MiB, eight times the largest last-level cache of the
+#: machines this book was run on (32 MiB), so that the reads come from memory, not a cache.
+DEFAULT_BYTES = 256 * 2**20
+
+
+@dataclass(frozen=True)
+class ReadBandwidth:
+    """The timings of :func:`measure_read_bandwidth` and what they read (Chapter 2)."""
+
+    bytes_read: int
+    seconds: tuple[float, ...]
+    threads: int
+    operation: str = "torch.sum over a contiguous float32 tensor"
+
+    @property
+    def median_s(self) -> float:
+        """The median time of one read of the whole tensor (Chapter 2)."""
+        return statistics.median(self.seconds)
+
+    @property
+    def bytes_per_s(self) -> float:
+        """Bytes read per second, at the median time (Chapter 2)."""
+        return self.bytes_read / self.median_s
+
+    @property
+    def best_bytes_per_s(self) -> float:
+        """Bytes read per second in the fastest repeat: interference only slows a read (Chapter 2)."""
+        return self.bytes_read / min(self.seconds)
+
+
+def measure_read_bandwidth(n_bytes: int = DEFAULT_BYTES, repeats: int = 7, threads: int | None = None) -> ReadBandwidth:
+    """Time ``torch.sum`` over a float32 tensor of about ``n_bytes`` bytes, ``repeats`` times (Chapter 2).
+
+    The tensor holds ``n_bytes // 4`` float32 elements, written once before the clock starts (so
+    that no page is first touched while timed), and one untimed sum warms the code path. Each timed
+    repeat reads every element once and writes one number. ``threads`` sets torch's intra-op
+    threads for the measurement and is restored afterwards; ``None`` keeps the current setting.
+    """
+    import torch
+
+    if n_bytes < 4:
+        raise ValueError(f"n_bytes must be at least 4 (one float32), got {n_bytes}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    before = torch.get_num_threads()
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
+        torch.set_num_threads(threads)
+    try:
+        x = torch.full((n_bytes // 4,), 1.0, dtype=torch.float32)
+        x.sum()
+        seconds = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            x.sum()
+            seconds.append(time.perf_counter() - start)
+        used = torch.get_num_threads()
+        bytes_read = x.numel() * x.element_size()
+    finally:
+        torch.set_num_threads(before)
+    return ReadBandwidth(bytes_read, tuple(seconds), used)
+
+
+def last_level_cache_bytes(cache_dir: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int | None:
+    """The largest CPU cache that Linux reports for the first core, in bytes; ``None`` elsewhere (Chapter 2)."""
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    sizes = []
+    for entry in cache_dir.glob("index*/size"):
+        text = entry.read_text().strip()
+        if text[:-1].isdigit() and text[-1] in units:
+            sizes.append(int(text[:-1]) * units[text[-1]])
+        elif text.isdigit():
+            sizes.append(int(text))
+    return max(sizes) if sizes else None
+
+
+def decode_time_floor_s(weight_bytes: float, bytes_per_s: float) -> float:
+    """The decode bound: the least time of a batch-1 step that reads ``weight_bytes`` (Chapter 2).
+
+    It counts the weights only: reading the KV cache and activations adds to it, and arithmetic
+    can bind first, so a real step takes longer.
+    """
+    if weight_bytes < 0 or not bytes_per_s > 0 or not math.isfinite(bytes_per_s):
+        raise ValueError(f"need weight_bytes >= 0 and a positive, finite bandwidth, got {weight_bytes}, {bytes_per_s}")
+    return weight_bytes / bytes_per_s
