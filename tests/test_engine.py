@@ -7,8 +7,9 @@ import random
 import pytest
 import torch
 
-from inferlab.engine import (Backend, Engine, IncrementalDetokenizer, ToyGenerator, find_stop, held_back,
-                             toy_backend)
+from inferlab.bench.stages import stream_steps
+from inferlab.engine import (Backend, Engine, FullDecodeDetokenizer, IncrementalDetokenizer, ToyGenerator, find_stop,
+                             held_back, toy_backend)
 from inferlab.errors import BadRequest, InferlabError
 from inferlab.models.toy import greedy_pick
 from inferlab.records import STAGES
@@ -73,6 +74,20 @@ def test_stop_at_length_one_model_call_per_step_and_float32_logits():
     assert logits.dtype == torch.float32 and logits.shape == (1, len(VOCAB))  # the model returned bfloat16
 
 
+def test_the_runner_copies_the_last_position_so_the_full_output_is_freed_inside_the_model_call():
+    class Float32Script(ScriptModel):
+        def __call__(self, input_ids, positions=None, cache=None, last_only=False):
+            return super().__call__(input_ids, positions, cache, last_only).float()
+
+    backend = scripted([1])
+    backend.model = Float32Script(len(VOCAB), [1])
+    runner = Engine(backend).runner
+    runner.last_only = False
+    logits = runner.logits([[0, 1, 2, 3]])
+    assert logits.shape == (1, len(VOCAB))
+    assert logits.untyped_storage().nbytes() == logits.numel() * 4  # its own storage, not a view of [1, 4, V]
+
+
 def test_stop_at_end_of_sequence_which_is_not_part_of_the_text():
     _, events, result = run([0, 1, EOS, 2], max_new_tokens=4)
     assert result.stop_reason == "eos" and result.text == "ab" and result.token_ids == [0, 1]
@@ -134,8 +149,9 @@ def test_incomplete_utf8_characters_wait_for_their_last_byte(gpt2_tokenizer):
     assert [e.text for e in events[:-1]] == ["a"] + [""] * (len(emoji_ids) - 2) + ["🙂"]
 
 
+@pytest.mark.parametrize("detokenizer", [IncrementalDetokenizer, FullDecodeDetokenizer])
 @pytest.mark.parametrize("which", ["gpt2", "smollm2"])
-def test_incremental_detokenization_equals_a_full_decode(which, gpt2_tokenizer):
+def test_incremental_detokenization_equals_a_full_decode(which, detokenizer, gpt2_tokenizer):
     if which == "gpt2":
         tokenizer = gpt2_tokenizer
     else:
@@ -152,7 +168,7 @@ def test_incremental_detokenization_equals_a_full_decode(which, gpt2_tokenizer):
         if not cuts:
             continue
         prompt, stream = ids[:(cut := rng.choice(cuts))], ids[cut:]
-        detok = IncrementalDetokenizer(decode, prompt)
+        detok = detokenizer(decode, prompt)
         pieces = []
         for k, token in enumerate(stream, 1):
             pieces.append(detok.push(token))
@@ -160,6 +176,38 @@ def test_incremental_detokenization_equals_a_full_decode(which, gpt2_tokenizer):
             assert detok.text == decode(stream[:k]).rstrip("\ufffd"), (which, text, cut, k)
         pieces.append(detok.flush())
         assert "".join(pieces) == detok.text == decode(stream), (which, text, cut)
+
+
+def test_the_full_decode_detokenizer_streams_the_same_events(gpt2_tokenizer):
+    ids = gpt2_tokenizer.encode("Grüße 東京 🙂 a STOP b")
+    vocab = ["x"] * len(gpt2_tokenizer)
+    streams = []
+    for detokenizer in (IncrementalDetokenizer, FullDecodeDetokenizer):
+        engine = Engine(scripted(ids, vocab=vocab, decode=gpt2_tokenizer.decode), detokenizer=detokenizer)
+        events = list(engine.stream([0], SamplingParams(max_new_tokens=len(ids), stop=(" STOP",))))
+        streams.append([(e.step, e.token_id, e.text, e.done) for e in events])
+        assert events[-1].result.text == "Grüße 東京 🙂 a" and events[-1].result.stop_reason == "stop_string"
+    assert streams[0] == streams[1]
+    with pytest.raises(BadRequest, match="detokenizer"):
+        Engine(toy_backend(), detokenizer="incremental")
+
+
+def test_stream_steps_split_each_step_into_model_and_engine_time():
+    engine = Engine(scripted([0, 1, 4, 5, 6, 7, 2]))
+    events = list(engine.stream("a", SamplingParams(max_new_tokens=7, stop=("STOP",))))
+    steps = stream_steps(events)
+    result = events[-1].result
+    assert [s.step for s in steps] == list(range(len(result.token_ids)))
+    assert [s.text for s in steps] == ["a", "b", "", "", "", ""]  # "STO" held back, then cut
+    assert [s.forward_s for s in steps] == result.step_seconds()
+    assert steps[0].seconds == steps[0].elapsed_s == events[0].elapsed_s
+    assert sum(s.seconds for s in steps) == pytest.approx(events[-1].elapsed_s)
+    assert all(s.overhead_s == s.seconds - s.forward_s and s.overhead_s > 0 for s in steps)
+    with pytest.raises(ValueError, match="finished"):
+        stream_steps(events[:-1])
+    two = list(Engine(toy_backend()).stream("Hi", SamplingParams(2, DecodingRule(do_sample=True), seed=0, n=2)))
+    with pytest.raises(ValueError, match="one sample"):
+        stream_steps(two)
 
 
 def test_broken_utf8_streams_differ_from_a_full_decode_only_in_replacement_characters(gpt2_tokenizer):

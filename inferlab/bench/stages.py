@@ -1,14 +1,17 @@
 """Repeating a request and summarising where its time went, stage by stage (Chapter 1).
 
-Part II (Chapter 7) grows this module into the book's benchmark harness.
+Chapter 6 adds the timeline of a stream: for each step, when its text left the engine, how long the
+model call took, and what the engine spent around it. Part II (Chapter 7) grows this module into the
+book's benchmark harness.
 """
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
-from inferlab.engine.faces import TokenGenerator
-from inferlab.records import GenerationResult
 
+from inferlab.engine.faces import TokenGenerator
+from inferlab.records import GenerationResult, StreamEvent
 
 
 def run_repeated(generator: TokenGenerator, prompt: str, max_new_tokens: int, repeats: int) -> list[GenerationResult]:
@@ -59,3 +62,47 @@ def format_summary(rows: list[StageSummary]) -> str:
             f"{row.median_s * 1e3:>12.3f}{row.share:>9.2%}"
         )
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class StreamStep:
+    """One step of a streamed sample: its event's time, the step's time and the model's share (Chapter 6)."""
+
+    step: int
+    #: When the step's event left the engine, counted from the request's admission.
+    elapsed_s: float
+    #: Time since the previous step's event (for the first step: since admission).
+    seconds: float
+    #: The model call of this step (the ``forward_pass`` stage).
+    forward_s: float
+    #: The text the step released ('' while text is held back).
+    text: str
+
+    @property
+    def overhead_s(self) -> float:
+        """Everything but the model call: the engine's own work in this step (Chapter 6).
+
+        For the first step it also holds the admission (parsing, tokenizing, encoding the prompt),
+        so ``steps[0].overhead_s`` is the time to the first event minus the first forward pass.
+        """
+        return self.seconds - self.forward_s
+
+
+def stream_steps(events: Iterable[StreamEvent]) -> list[StreamStep]:
+    """The timeline of one sample's stream, one row per step that emitted an event (Chapter 6).
+
+    Consume the stream without work between events (``list(engine.stream(...))``): whatever the
+    caller does between two events is counted in the next step's time.
+    """
+    events = list(events)
+    if not events or not events[-1].done or events[-1].result is None:
+        raise ValueError("give every event of one finished stream, its final event included")
+    if len({e.index for e in events}) != 1:
+        raise ValueError("give the events of one sample (a request with n = 1)")
+    forward = {t.step: t.seconds for t in events[-1].result.timings if t.stage == "forward_pass"}
+    rows, previous = [], 0.0
+    for event in events[:-1]:
+        rows.append(StreamStep(event.step, event.elapsed_s, event.elapsed_s - previous,
+                               forward.get(event.step, 0.0), event.text))
+        previous = event.elapsed_s
+    return rows

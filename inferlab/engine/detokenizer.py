@@ -66,3 +66,33 @@ class IncrementalDetokenizer:
         self.released = 0
         self.text += delta
         return delta
+
+
+class FullDecodeDetokenizer:
+    """The plain path that :class:`IncrementalDetokenizer` replaces: decode every id again at each step (Chapter 6).
+
+    It has the same interface and releases the same text for valid UTF-8 (whole characters only,
+    incomplete bytes held back until they complete), but each ``push`` decodes the whole answer, so
+    its cost grows with the answer's length. The engine takes it as ``Engine(..., detokenizer=...)``
+    so that the two can be timed against each other in the same loop.
+    """
+
+    def __init__(self, decode: Callable[[list[int]], str], prompt_ids: Sequence[int] = ()):
+        self.decode = decode
+        # The same left context as the incremental detokenizer, so that both decode the same text.
+        self.ids: list[int] = list(prompt_ids[-CONTEXT_IDS:])
+        self.start = len(decode(self.ids))
+        self.text = ""
+
+    def push(self, token_id: int) -> str:
+        """Add one id, decode every id so far, and return the whole characters not yet released (Chapter 6)."""
+        self.ids.append(token_id)
+        delta = self.decode(self.ids)[self.start:].rstrip(REPLACEMENT)[len(self.text):]
+        self.text += delta
+        return delta
+
+    def flush(self) -> str:
+        """Release whatever is held back, even an incomplete character, when generation ends (Chapter 6)."""
+        delta = self.decode(self.ids)[self.start:][len(self.text):]
+        self.text += delta
+        return delta

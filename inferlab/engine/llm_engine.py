@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator, Sequence as Seq
+from collections.abc import Callable, Iterator, Sequence as Seq
 from contextlib import contextmanager
+from typing import Any
 
 from inferlab.engine.backends import Backend
 from inferlab.engine.detokenizer import IncrementalDetokenizer
@@ -38,13 +39,20 @@ class Engine:
     previous count afterwards (changing it costs milliseconds, so it is set once per ``generate`` or
     ``stream``, not per step). ``kv_cache`` keeps the model's KV cache between steps, for models that
     keep one (Chapter 9 explains it); without it every step recomputes every position.
+    ``detokenizer`` makes each sequence's detokenizer from the tokenizer's ``decode`` and the prompt
+    ids: :class:`IncrementalDetokenizer` by default, or :class:`FullDecodeDetokenizer` (the plain path
+    that decodes every id at every step), so that the two can be timed in the same loop.
     """
 
-    def __init__(self, backend: Backend, threads: int | None = None, kv_cache: bool = False):
+    def __init__(self, backend: Backend, threads: int | None = None, kv_cache: bool = False,
+                 detokenizer: Callable[[Callable[[list[int]], str], Seq[int]], Any] = IncrementalDetokenizer):
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise BadRequest(f"threads must be a whole number of at least 1, got {threads!r}")
+        if not callable(detokenizer):
+            raise BadRequest(f"detokenizer must be a class or function, got {type(detokenizer).__name__}")
         self.backend = backend
         self.threads = threads
+        self.detokenizer = detokenizer
         self.runner = ModelRunner(backend.model, backend.device, backend.last_only, kv_cache)
         self.scheduler = OneRequestScheduler()
         self._next_request_id = 0
@@ -92,7 +100,7 @@ class Engine:
             group.append(Sequence(
                 request_id=request_id, index=index, prompt=text, prompt_ids=list(prompt_ids), params=params,
                 seed=seed, generator=None if seed is None else make_generator(seed, backend.device),
-                detokenizer=IncrementalDetokenizer(backend.tokenizer.decode, prompt_ids),
+                detokenizer=self.detokenizer(backend.tokenizer.decode, prompt_ids),
                 admitted_at=admitted_at, timings=list(clock.timings)))
         self.scheduler.add(group)
         return request_id

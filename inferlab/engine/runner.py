@@ -54,12 +54,15 @@ class ModelRunner:
         """The model call: float32 logits [batch, vocab] of the last position (Chapter 6).
 
         Logits are cast to float32 before any decoding rule sees them, whatever the model's dtype,
-        as transformers' ``generate`` does.
+        as transformers' ``generate`` does. The last position is copied out, as ``generate`` does too,
+        so that the model's full output (every position's logits, without ``last_only``) is freed
+        here, inside the model call, and not kept alive until the step ends.
         """
         import torch
 
         with torch.inference_mode():
-            return self.model(input_ids, positions, cache, last_only=self.last_only)[:, -1].float()
+            logits = self.model(input_ids, positions, cache, last_only=self.last_only)
+            return logits[:, -1].to(dtype=torch.float32, copy=True)
 
     def logits(self, rows: Seq[Seq[int]]) -> Any:
         """Last-position logits of equal-length id rows, recomputed from scratch (Chapter 6).

@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferlab.engine.detokenizer import IncrementalDetokenizer
+from inferlab.engine.detokenizer import FullDecodeDetokenizer, IncrementalDetokenizer
 from inferlab.records import StageTiming
 from inferlab.sampling.params import SamplingParams
 
@@ -34,7 +34,7 @@ class Sequence:
     params: SamplingParams
     seed: int | None
     generator: Any
-    detokenizer: IncrementalDetokenizer
+    detokenizer: IncrementalDetokenizer | FullDecodeDetokenizer
     admitted_at: float
     timings: list[StageTiming] = field(default_factory=list)
     #: The generated ids (never an end-of-sequence id unless ``ignore_eos``).
