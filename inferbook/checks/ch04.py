@@ -1,4 +1,4 @@
-"""Checkers for the exercises of Chapter 4: each prints a one-line verdict and returns it as a boolean."""
+"""Checkers for the exercises and Check-yourself questions of Chapter 4: each prints a one-line verdict and returns it as a boolean."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -40,4 +40,36 @@ def check_wasted_head_flops(answer: float, shape: ModelShape, seq: int, rel: flo
     wasted = head(False) - head(True)
     ok = abs(answer - wasted) <= rel * wasted
     print(f"{answer:,.0f} FLOPs: {'correct' if ok else 'not within 1 % of the count'}")
+    return ok
+
+
+def check_attention_flops(answer: float, shape: ModelShape, seq: int, rel: float = 0.01) -> bool:
+    """Chapter 4, Check yourself: FLOPs of the two attention products (scores and context), all layers, one pass."""
+    from inferlab.analysis.flops import forward_costs
+
+    costs = {c.op: c.matmul_flops for c in forward_costs(shape, seq)}
+    want = costs["scores"] + costs["context"]
+    ok = abs(answer - want) <= rel * want
+    print(f"{answer:,.0f} FLOPs: {'correct' if ok else 'not within 1 % of the count'}")
+    return ok
+
+
+def check_kv_bytes_per_token(answer: float, shape: ModelShape, bytes_per_value: int = 4, rel: float = 0.01) -> bool:
+    """Chapter 4, Check yourself: bytes of keys and values one token needs, all layers, at ``bytes_per_value``."""
+    want = 2 * shape.layers * shape.kv_heads * shape.head_dim * bytes_per_value
+    ok = abs(answer - want) <= rel * want
+    print(f"{answer:,.0f} bytes: {'correct' if ok else 'not within 1 % of the count'}")
+    return ok
+
+
+def check_positions_processed(answer: int, prompt_tokens: int, new_tokens: int, cached: bool = False) -> bool:
+    """Chapter 4, Check yourself: positions a greedy loop sends through the model, with or without a KV cache."""
+    if prompt_tokens < 1 or new_tokens < 1:
+        raise BadRequest(f"prompt_tokens and new_tokens must be at least 1, got {prompt_tokens}, {new_tokens}")
+    if cached:  # the prompt once, then one new position per step; the last token needs no further pass
+        want = prompt_tokens + new_tokens - 1
+    else:  # step i runs the prompt and the i tokens generated so far
+        want = sum(prompt_tokens + i for i in range(new_tokens))
+    ok = answer == want
+    print(f"{answer:,} positions: {'correct' if ok else 'not the count'}")
     return ok
