@@ -46,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--top-p", type=float, help="sample from the smallest set holding probability P")
     rules.add_argument("--min-p", type=float, help="sample from tokens at least P times as probable as the top one")
     rules.add_argument("--repetition-penalty", type=float, help="penalise tokens already present (1.0: none)")
+    rules.add_argument("--presence-penalty", type=float, default=0.0,
+                       help="subtract P from the logit of every token already generated, -2 to 2 (0: none)")
+    rules.add_argument("--frequency-penalty", type=float, default=0.0,
+                       help="subtract F times its count from each generated token's logit, -2 to 2 (0: none)")
     rules.add_argument("--seed", type=int, help="seed of a sampled request (default: a fresh seed, recorded)")
     gen.add_argument("--stop", action="append", default=[], metavar="STR", help="stop when the text reaches STR (repeatable)")
     gen.add_argument("--stream", action="store_true", help="print text as it is produced")
@@ -59,7 +63,8 @@ def sampling_params(args: argparse.Namespace) -> SamplingParams:
     sampled = any(getattr(args, k) is not None for k in ("temperature", "top_k", "top_p", "min_p"))
     rule = DecodingRule(do_sample=sampled, temperature=1.0 if args.temperature is None else args.temperature,
                         top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-                        repetition_penalty=args.repetition_penalty)
+                        repetition_penalty=args.repetition_penalty,
+                        presence_penalty=args.presence_penalty, frequency_penalty=args.frequency_penalty)
     if args.seed is not None and not sampled:
         raise BadRequest("--seed applies to sampled requests: add --temperature, --top-k, --top-p or --min-p")
     return SamplingParams(max_new_tokens=args.max_new_tokens, rule=rule, seed=args.seed, stop=tuple(args.stop))

@@ -48,8 +48,20 @@ def test_stop_string_and_streaming_through_the_engine(capsys):
     assert capsys.readouterr().out.startswith("DPseYxFp\n[length, ")
 
 
+def test_presence_and_frequency_penalties_reach_the_rule(capsys):
+    base = ["generate", "Hello", "--max-new-tokens", "12", "--json"]
+    assert main(base) == 0
+    plain = json.loads(capsys.readouterr().out)["results"][0]
+    assert main(base + ["--presence-penalty", "2", "--frequency-penalty", "1.5"]) == 0
+    penalised = json.loads(capsys.readouterr().out)["results"][0]
+    assert penalised["params"]["rule"] == "greedy, frequency_penalty=1.5, presence_penalty=2"
+    assert penalised["token_ids"] != plain["token_ids"]
+
+
 @pytest.mark.parametrize("args, message", [
     (["generate", ""], "prompt is empty"),
+    (["generate", "hi", "--presence-penalty", "2.5"], "presence_penalty"),
+    (["generate", "hi", "--frequency-penalty", "-3"], "frequency_penalty"),
     (["generate", "  "], "prompt is empty"),
     (["generate", "hi", "--max-new-tokens", "0"], "max_new_tokens must be between 1 and 4096, got 0"),
     (["generate", "hi", "--max-new-tokens", "1000000"], "max_new_tokens must be between 1 and 4096"),

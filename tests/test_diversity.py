@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferlab.analysis.diversity import distinct_n, repetition_rate
+from inferlab.analysis.diversity import distinct_n, jackknife_se, repetition_rate
 from inferlab.errors import BadRequest
 
 
@@ -18,6 +18,29 @@ def test_repetition_rate_is_within_one_sample():
     assert repetition_rate([1, 2, 1, 2, 1, 2], 2) == pytest.approx(1 - 2 / 5)
     assert repetition_rate([1, 2, 3, 4], 2) == 0.0
     assert repetition_rate([7, 7, 7, 7]) == pytest.approx(2 / 3)
+
+
+def test_distinct_n_over_tokens_is_li_et_al_scaling():
+    # Li et al. (2016) divide the distinct n-grams by the number of generated tokens
+    samples = [[1, 2, 3, 1], [1, 2, 4, 5]]
+    assert distinct_n(samples, 2, denominator="tokens") == pytest.approx(5 / 8)  # (1,2) (2,3) (3,1) (2,4) (4,5)
+    assert distinct_n(samples, 2) == pytest.approx(5 / 6)
+    assert distinct_n(samples, 1, denominator="tokens") == distinct_n(samples, 1)  # the same for unigrams
+    # equal-length samples: the token version is the n-gram version times (L - n + 1) / L
+    assert distinct_n(samples, 2, denominator="tokens") == pytest.approx(distinct_n(samples, 2) * 3 / 4)
+    with pytest.raises(BadRequest):
+        distinct_n(samples, 2, denominator="words")
+
+
+def test_jackknife_standard_error_of_a_mean_is_the_textbook_one():
+    values = [1.0, 4.0, 2.0, 8.0, 5.0]
+    se = jackknife_se(lambda idx: sum(values[i] for i in idx) / len(idx), len(values))
+    mean = sum(values) / 5
+    textbook = (sum((v - mean) ** 2 for v in values) / 4 / 5) ** 0.5  # sample sd / sqrt(n)
+    assert se == pytest.approx(textbook)
+    assert jackknife_se(lambda idx: 3.0, 4) == 0.0
+    with pytest.raises(BadRequest):
+        jackknife_se(lambda idx: 0.0, 1)
 
 
 @pytest.mark.parametrize("measure", [lambda: distinct_n([[1]], 2), lambda: distinct_n([], 1),

@@ -356,3 +356,23 @@ def test_only_a_rule_that_reads_the_history_gets_it():
         Engine(toy_backend(7)).generate("Hello", SamplingParams(3, rule, seed=0 if rule.do_sample else None))
     hello = toy_backend(7).tokenizer.convert_tokens_to_ids(list("Hello"))
     assert seen[0] is None and seen[3] is None and seen[6].tolist() == [hello] and seen[7].tolist()[0][:5] == hello
+
+
+def test_additive_penalties_count_generated_ids_only_through_the_engine():
+    """The engine tells the rule where the prompt ends: the presence and frequency penalties see the answer alone."""
+    import torch
+
+    backend = toy_backend(3)
+    rule = DecodingRule(presence_penalty=2.0, frequency_penalty=1.5)
+    result = Engine(backend).generate("Hello", SamplingParams(12, rule, ignore_eos=True))
+    # The same loop by hand: one forward over all ids, the penalties applied to the generated ids only.
+    ids = list(result.prompt_ids)
+    for _ in range(12):
+        logits = backend.model(torch.tensor([ids]))[:, -1, :].float()
+        counts = torch.bincount(torch.tensor(ids[len(result.prompt_ids):], dtype=torch.long),
+                                minlength=logits.shape[-1]).float()
+        logits = logits - 1.5 * counts - 2.0 * (counts > 0).float()
+        ids.append(int(torch.argmax(logits, -1)))
+    assert result.token_ids == ids[len(result.prompt_ids):]
+    plain = Engine(backend).generate("Hello", SamplingParams(12, DecodingRule(), ignore_eos=True))
+    assert plain.token_ids != result.token_ids  # the penalties changed the answer, so the test can fail

@@ -1,6 +1,7 @@
 """Chapter 5: decoding rules, checked against transformers' processors and beam search."""
 from __future__ import annotations
 
+import math
 
 import pytest
 import torch
@@ -15,15 +16,19 @@ from transformers.generation.logits_process import (
 from inferlab.errors import BadRequest, InferlabError
 from inferlab.sampling import (
     DecodingRule,
+    FrequencyPenalty,
     Greedy,
     MinP,
     Multinomial,
+    PresencePenalty,
     RepetitionPenalty,
+    SamplingParams,
     Temperature,
     TopK,
     TopP,
     apply_processors,
     beam_search,
+    generated_ids,
     make_generator,
 )
 
@@ -177,6 +182,119 @@ def test_multinomial_rows_draw_as_if_alone(logits):
     assert batch.tolist() == alone
 
 
+def test_multinomial_is_an_exponential_race():
+    # torch.multinomial(p, 1) is argmax(p / q) with q ~ Exp(1), one draw per vocabulary entry
+    # (multinomial_out in aten/src/ATen/native/Distributions.cpp): same draw, same generator state after.
+    probs = torch.softmax(torch.randn(3, 1000, generator=torch.Generator().manual_seed(5)) * 2, -1)
+    for seed in range(20):
+        g_draw, g_race = make_generator(seed), make_generator(seed)
+        drawn = torch.multinomial(probs, 1, generator=g_draw)
+        q = torch.empty_like(probs).exponential_(1, generator=g_race)
+        assert torch.equal(drawn, torch.argmax(probs / q, dim=-1, keepdim=True))
+        assert torch.equal(g_draw.get_state(), g_race.get_state())
+    g_draw, g_race = make_generator(3), make_generator(3)  # the installed torch takes the race for one draw with replacement too
+    drawn = torch.multinomial(probs, 1, replacement=True, generator=g_draw)
+    q = torch.empty_like(probs).exponential_(1, generator=g_race)
+    assert torch.equal(drawn, torch.argmax(probs / q, dim=-1, keepdim=True))
+    g_draw, g_uniform = make_generator(0), make_generator(0)
+    torch.multinomial(probs[0], 1, generator=g_draw)
+    torch.empty(1000, dtype=torch.float64).uniform_(generator=g_uniform)
+    assert torch.equal(g_draw.get_state(), g_uniform.get_state())  # one 64-bit number per entry
+
+
+def test_truncation_with_the_same_generator_keeps_the_untruncated_token_when_it_survives(logits):
+    # the race picks argmax(p / q); truncating and renormalising leaves the winner unchanged if it is kept
+    for rule in (DecodingRule(do_sample=True, top_k=5), DecodingRule(do_sample=True, top_p=0.5),
+                 DecodingRule(do_sample=True, min_p=0.2)):
+        kept_sets = torch.isfinite(rule.process(None, logits))
+        for seed in range(10):
+            plain = Multinomial()(logits, [make_generator(seed + 100 * i) for i in range(len(logits))])
+            cut = rule.next_tokens(None, logits, [make_generator(seed + 100 * i) for i in range(len(logits))])
+            survives = kept_sets.gather(-1, plain[:, None])[:, 0]
+            assert torch.equal(plain == cut, survives)
+
+
+def test_additive_penalties_match_the_documented_formula():
+    # OpenAI: mu[j] -= c[j] * alpha_frequency + float(c[j] > 0) * alpha_presence, c counting generated tokens
+    scores = torch.tensor([[2.0, -1.0, 0.5, 3.0, 0.0, -2.5]])
+    prompt = [3, 3, 5]
+    generated = [0, 2, 0, 0, 1]
+    ids = torch.tensor([prompt + generated])
+    rule = DecodingRule(frequency_penalty=0.5, presence_penalty=0.3)
+    hand = scores[0].tolist()
+    for token in set(generated):
+        hand[token] -= generated.count(token) * 0.5 + 0.3
+    out = rule.process(ids, scores.clone(), prompt_length=len(prompt))
+    torch.testing.assert_close(out, torch.tensor([hand]), atol=1e-6, rtol=0)
+    assert out[0, 3] == scores[0, 3] and out[0, 5] == scores[0, 5]  # prompt-only tokens are not penalised
+    assert torch.equal(FrequencyPenalty(0.5)(torch.tensor(generated), scores[0]),
+                       scores[0] - 0.5 * torch.tensor([3.0, 1.0, 1.0, 0.0, 0.0, 0.0]))
+    assert torch.equal(PresencePenalty(0.3)(torch.tensor([], dtype=torch.long), scores[0]), scores[0])
+
+
+def test_additive_penalties_come_after_the_repetition_penalty():
+    # vLLM's apply_penalties: repetition (prompt and output) first, then frequency and presence (output only)
+    scores = torch.tensor([[2.0, -1.0, 0.5, 3.0]])
+    ids = torch.tensor([[3, 0, 0, 1]])  # prompt [3], generated [0, 0, 1]
+    rule = DecodingRule(repetition_penalty=2.0, frequency_penalty=1.0, presence_penalty=0.5)
+    want = torch.tensor([[2.0 / 2 - 2 - 0.5, -1.0 * 2 - 1 - 0.5, 0.5, 3.0 / 2]])
+    torch.testing.assert_close(rule.process(ids, scores, prompt_length=1), want)
+    assert rule.needs_history and rule.needs_prompt_length
+    assert [type(p) for p in rule.processors] == [RepetitionPenalty, FrequencyPenalty, PresencePenalty]
+
+
+def test_additive_penalties_need_the_prompt_length_and_count_rows_apart():
+    rule = DecodingRule(do_sample=True, presence_penalty=1.0)
+    scores = torch.zeros(2, 5)
+    ids = torch.tensor([[1, 2, 3, 4], [1, 2, 3, 4]])
+    with pytest.raises(BadRequest, match="prompt_length"):
+        rule.process(ids, scores)
+    with pytest.raises(BadRequest, match="prompt_length"):
+        rule.next_tokens(ids, scores, [make_generator(0), make_generator(1)])
+    out = rule.process(ids, scores, prompt_length=[3, 1])  # row 0 generated [4], row 1 generated [2, 3, 4]
+    assert out.tolist() == [[0, 0, 0, 0, -1], [0, 0, -1, -1, -1]]
+    assert generated_ids(ids, [3, 1]).tolist() == [[4, -1, -1], [2, 3, 4]]
+    with pytest.raises(BadRequest):
+        generated_ids(ids, [5, 1])
+
+
+@pytest.mark.parametrize("bad", [2.5, -2.01, float("nan"), float("inf"), "0.5", True, None])
+def test_additive_penalties_are_refused_outside_minus_two_to_two(bad):
+    with pytest.raises(BadRequest, match="in \\[-2, 2\\]"):
+        DecodingRule(presence_penalty=bad)
+    with pytest.raises(BadRequest, match="in \\[-2, 2\\]"):
+        DecodingRule(frequency_penalty=bad)
+
+
+def test_rules_with_additive_penalties_are_labelled_and_recorded_but_have_no_generate_arguments():
+    rule = DecodingRule(do_sample=True, top_p=0.9, frequency_penalty=0.5, presence_penalty=-0.2)
+    assert rule.label() == "top_p=0.9, frequency_penalty=0.5, presence_penalty=-0.2"
+    assert rule.settings() == {"do_sample": True, "temperature": 1.0, "top_k": 0, "top_p": 0.9,
+                               "presence_penalty": -0.2, "frequency_penalty": 0.5}
+    with pytest.raises(BadRequest, match="generate"):
+        rule.hf_kwargs()
+    record = SamplingParams(4, rule, seed=1).to_dict(1)
+    assert record["frequency_penalty"] == 0.5 and record["rule"] == rule.label()
+    assert DecodingRule(presence_penalty=0.0, frequency_penalty=0).processors == ()
+    assert not DecodingRule(repetition_penalty=1.2).needs_prompt_length
+
+
+def test_the_repetition_penalty_depends_on_where_zero_sits_and_the_softmax_does_not():
+    scores = torch.tensor([[4.0, 3.0, 1.0, 0.5]])
+    seen = torch.tensor([[0]])  # the most probable token has already appeared
+    penalty = RepetitionPenalty(1.3)
+    for shift in (-4.0, 0.0, 10.0):
+        torch.testing.assert_close(torch.softmax(scores + shift, -1), torch.softmax(scores, -1))
+    top = {shift: float(torch.softmax(penalty(seen, scores + shift), -1)[0, 0]) for shift in (-4.0, 0.0, 10.0)}
+    assert top[-4.0] == pytest.approx(float(torch.softmax(scores, -1)[0, 0]))  # logit 0: not penalised at all
+    assert top[10.0] < top[0.0] < top[-4.0]  # the farther above zero, the larger the cut
+    # the additive penalties are shift-invariant: same probabilities whatever the offset
+    rule = DecodingRule(frequency_penalty=1.0)
+    ids = torch.tensor([[2, 0]])
+    assert torch.allclose(torch.softmax(rule.process(ids, scores + 10.0, prompt_length=1), -1),
+                          torch.softmax(rule.process(ids, scores, prompt_length=1), -1))
+
+
 class ModelLogits:
     """A test :class:`~inferlab.sampling.beam.LogitsSource` over a transformers model, counting its rows."""
 
@@ -276,6 +394,36 @@ def test_early_stopping_modes_differ_when_beams_finish_early():
     assert runs[True].steps < runs[False].steps < runs["never"].steps
     assert runs[True].sequences[0] != runs[False].sequences[0]  # stopping early lost the best hypothesis
     assert runs[True].scores[0] < runs[False].scores[0]
+
+
+class ScriptedLogits:
+    """A :class:`~inferlab.sampling.beam.LogitsSource` whose next-token probabilities depend on the last id only."""
+
+    vocab_size, max_positions = 4, None  # ids: 0 end-of-sequence, 1 "a", 2 "b", 3 "c"
+    TABLE = {None: [0.5, 0.37, 0.13, 1e-9], 1: [0.6, 1e-9, 1e-9, 0.4], 2: [1e-4, 1e-9, 1e-9, 0.9999],
+             3: [1e-4, 1e-9, 1e-9, 0.9999]}
+
+    def logits(self, rows):
+        return torch.log(torch.tensor([self.TABLE[row[-1] if len(row) > 1 else None] for row in rows]))
+
+
+def test_early_stopping_false_is_a_heuristic_that_never_corrects():
+    # After two steps two hypotheses have finished ("<eos>" at -0.69, "a <eos>" at -0.75 per token) and the
+    # best running beam, "a c", scores -1.91 / 2 = -0.96 at its current length: False stops there. But
+    # "a c c c ..." costs almost nothing per extra token, and divided by its final length it reaches
+    # about -0.16. "never" bounds the running beam at the maximum length (-1.91 / 12) and finds it.
+    source, prompt = ScriptedLogits(), [3]
+    runs = {mode: beam_search(source, prompt, num_beams=2, max_new_tokens=12, eos_token_id=0,
+                              length_penalty=1.0, early_stopping=mode) for mode in (True, False, "never")}
+    assert runs[True].steps == runs[False].steps == 2 and runs["never"].steps == 12
+    assert runs[False].sequences[0] == [0] and runs[False].scores[0] == pytest.approx(math.log(0.5))
+    assert runs["never"].sequences[0] == [1] + [3] * 11
+    assert runs["never"].scores[0] == pytest.approx((math.log(0.37) + math.log(0.4) + 10 * math.log(0.9999)) / 12)
+    assert runs["never"].scores[0] > runs[False].scores[0] + 0.5
+    # without a length penalty the current length is already a bound: the two agree
+    flat = {mode: beam_search(source, prompt, 2, 12, eos_token_id=0, length_penalty=0.0, early_stopping=mode)
+            for mode in (False, "never")}
+    assert flat[False].sequences[0] == flat["never"].sequences[0] and flat[False].steps == flat["never"].steps
 
 
 def test_beam_search_asks_the_source_for_equal_rows_and_counts_them():

@@ -1,4 +1,4 @@
-"""Checkers for the exercises of Chapter 5: each prints a one-line verdict and returns it as a boolean."""
+"""Checkers for the exercises and check-yourself questions of Chapter 5: each prints a one-line verdict and returns it as a boolean."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -41,3 +41,50 @@ def check_distinct_n(fn: Callable[[Sequence[Sequence[int]], int], float]) -> boo
             return False
     print("right: pooled unique n-grams over all n-grams, on every case")
     return True
+
+
+
+def _number(answer: object) -> float | None:
+    """The answer as a float, or None when it is not a number."""
+    if isinstance(answer, bool) or not isinstance(answer, (int, float)):
+        return None
+    return float(answer)
+
+
+def check_beam_rows(answer: object, num_beams: int = 3, steps: int = 12) -> bool:
+    """Chapter 5, check yourself: rows a beam search without a cache sends through the model.
+
+    The first step scores the prompt alone (one row); every later step scores one row per running
+    beam, so with no hypothesis finishing early the count is ``1 + num_beams * (steps - 1)``.
+    """
+    want = 1 + num_beams * (steps - 1)
+    ok = _number(answer) == want
+    print(f"right: {want} rows" if ok else
+          f"wrong: count the rows of each of the {steps} steps (the first step has only the prompt)")
+    return ok
+
+
+def check_penalty_drop(answer: object, frequency: float = 0.5, presence: float = 0.3, count: int = 3) -> bool:
+    """Chapter 5, check yourself: how far the additive penalties lower the logit of a token generated ``count`` times.
+
+    OpenAI's documented formula subtracts ``count * frequency + (count > 0) * presence``; the prompt's
+    copies of the token do not count.
+    """
+    want = count * frequency + (presence if count > 0 else 0.0)
+    got = _number(answer)
+    ok = got is not None and abs(got - want) <= 1e-6 * max(1.0, abs(want))
+    print(f"right: {count} x {frequency:g} + {presence:g} = {want:g}" if ok else
+          "wrong: the frequency penalty counts every generated copy, the presence penalty applies once")
+    return ok
+
+
+def check_random_draws(answer: object, rows: int, vocab: int) -> bool:
+    """Chapter 5, check yourself: random numbers one sampling step consumes with ``torch.multinomial``.
+
+    One draw per row is an exponential race over the whole vocabulary: one random number per entry.
+    """
+    want = rows * vocab
+    ok = _number(answer) == want
+    print(f"right: {want:,} random numbers" if ok else
+          "wrong: one draw is a race in which every vocabulary entry gets its own random number")
+    return ok

@@ -121,10 +121,12 @@ class Engine:
             with clock.stage("forward_pass", step):
                 logits = self.runner.run(sequences)
             with clock.stage("sample", step):
+                # only the penalties read the ids so far; the additive ones count the generated ids alone
                 history = (torch.tensor([s.ids for s in sequences], device=self.backend.device)
-                           if rule.needs_history else None)  # only the repetition penalty reads the ids so far
+                           if rule.needs_history else None)
                 generators = [s.generator for s in sequences] if rule.do_sample else None
-                next_ids = rule.next_tokens(history, logits, generators).tolist()
+                prompt_length = [len(s.prompt_ids) for s in sequences]
+                next_ids = rule.next_tokens(history, logits, generators, prompt_length=prompt_length).tolist()
             events: list[StreamEvent] = []
             for sequence, token_id in zip(sequences, next_ids):
                 sequence.timings.extend(clock.timings)

@@ -7,29 +7,36 @@ engine, the benchmarks, the models or the analysis.
 from inferlab.sampling.beam import BeamResult, LogitsSource, beam_search
 from inferlab.sampling.params import SamplingParams
 from inferlab.sampling.processors import (
+    ADDITIVE_PENALTY_RANGE,
     MIN_TEMPERATURE,
     NEG_INF,
+    FrequencyPenalty,
     LogitsProcessor,
     MinP,
+    PresencePenalty,
     RepetitionPenalty,
     Temperature,
     TopK,
     TopP,
     apply_processors,
+    token_counts,
 )
-from inferlab.sampling.rule import DecodingRule
+from inferlab.sampling.rule import DecodingRule, generated_ids
 from inferlab.sampling.samplers import Greedy, Multinomial, make_generator
 
 __all__ = [
+    "ADDITIVE_PENALTY_RANGE",
     "MIN_TEMPERATURE",
     "NEG_INF",
     "BeamResult",
     "DecodingRule",
+    "FrequencyPenalty",
     "Greedy",
     "LogitsProcessor",
     "LogitsSource",
     "MinP",
     "Multinomial",
+    "PresencePenalty",
     "RepetitionPenalty",
     "SamplingParams",
     "Temperature",
@@ -37,5 +44,7 @@ __all__ = [
     "TopP",
     "apply_processors",
     "beam_search",
+    "generated_ids",
     "make_generator",
+    "token_counts",
 ]

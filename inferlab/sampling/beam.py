@@ -64,10 +64,15 @@ def beam_search(source: LogitsSource, prompt_ids: Sequence[int], num_beams: int,
     extensions (by summed log-probability), those among the first ``num_beams`` that end in
     end-of-sequence, or reach the length limit, become finished hypotheses scored by
     ``sum_logprobs / generated_length ** length_penalty``; the best ``num_beams`` unfinished ones keep
-    running. ``early_stopping``: ``True`` stops once ``num_beams`` hypotheses are finished; ``False``
-    stops when the best running beam, scored at its current length, cannot beat the worst finished
-    one; ``"never"`` scores it at the maximum length instead when ``length_penalty > 0``. Every step
-    asks ``source`` for the logits of all running beams, which is the cost this rule adds.
+    running. ``early_stopping`` (transformers' ``_check_early_stop_heuristic`` and
+    ``_beam_search_has_unfinished_sequences`` in ``transformers/generation/utils.py``): ``True``
+    stops once ``num_beams`` hypotheses are finished; ``False`` stops when the best running beam,
+    scored at its *current* length, cannot beat the worst finished one, which is a heuristic: with
+    ``length_penalty > 0`` a longer continuation is divided by a larger length and can still score
+    higher; ``"never"`` scores the best running beam at the maximum length instead when
+    ``length_penalty > 0``, an upper bound on what it can reach, so it stops only when no better
+    hypothesis is possible. Every step asks ``source`` for the logits of all running beams, which is
+    the cost this rule adds.
     """
     import torch
 

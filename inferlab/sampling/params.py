@@ -60,5 +60,5 @@ class SamplingParams:
 
     def to_dict(self, seed: int | None) -> dict[str, Any]:
         """The parameters as run, with the seed actually used, for a result record (Chapter 6)."""
-        return {"rule": self.rule.label(), **self.rule.hf_kwargs(), "seed": seed, "stop": list(self.stop),
+        return {"rule": self.rule.label(), **self.rule.settings(), "seed": seed, "stop": list(self.stop),
                 "max_new_tokens": self.max_new_tokens, "ignore_eos": self.ignore_eos, "n": self.n}

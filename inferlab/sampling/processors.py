@@ -169,7 +169,12 @@ class MinP:
 @dataclass(frozen=True)
 class RepetitionPenalty:
     """Make every token already in ``input_ids`` less likely: divide a positive logit by ``penalty``,
-    multiply a negative one (Chapter 5). Counts each token once, the prompt included."""
+    multiply a negative one (Chapter 5). Counts each token once, the prompt included, as
+    transformers' ``RepetitionPenaltyLogitsProcessor`` does.
+
+    Unlike the softmax, it is not invariant to adding a constant to every logit: a seen token whose
+    logit is exactly 0 is not penalised at all, and the larger its distance from 0, the larger the cut.
+    """
 
     penalty: float
 
@@ -191,9 +196,92 @@ class RepetitionPenalty:
         return out[0] if single else out
 
 
+#: The range OpenAI's API and vLLM accept for the presence and frequency penalties (Chapter 5).
+ADDITIVE_PENALTY_RANGE = (-2.0, 2.0)
+
+
+def _check_additive(value: object, name: str) -> None:
+    """Refuse a presence or frequency penalty that is not a finite number in [-2, 2] (Chapter 5)."""
+    low, high = ADDITIVE_PENALTY_RANGE
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise BadRequest(f"{name} must be a number in [{low:g}, {high:g}], got {value!r} (0 is no penalty)")
+
+
+def token_counts(output_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """How often each id occurs in each row of ``output_ids``, as float ``(batch, vocab)``; negative ids are padding (Chapter 5)."""
+    import torch
+
+    ids = output_ids.long()
+    counts = torch.zeros(ids.shape[0], vocab_size, dtype=torch.float32, device=ids.device)
+    if ids.numel():
+        counts.scatter_add_(-1, ids.clamp(min=0), (ids >= 0).to(torch.float32))
+    return counts
+
+
+@dataclass(frozen=True)
+class FrequencyPenalty:
+    """Subtract ``penalty`` times the number of times a token was *generated* from its logit (Chapter 5).
+
+    OpenAI's documented formula, ``mu[j] -= c[j] * alpha_frequency``, where ``c[j]`` counts the
+    samples of token ``j`` before the current position; vLLM (``apply_penalties`` in
+    ``vllm/model_executor/layers/utils.py``) counts output tokens only. The ids given to this
+    processor are therefore the generated ids alone, not the prompt: :meth:`DecodingRule.next_tokens`
+    slices them off with ``prompt_length``. Additive, so unlike :class:`RepetitionPenalty` it does not
+    depend on where zero sits in the logits.
+    """
+
+    penalty: float
+
+    def __post_init__(self) -> None:
+        _check_additive(self.penalty, "frequency_penalty")
+
+    def __call__(self, output_ids: torch.Tensor | None, logits: torch.Tensor) -> torch.Tensor:
+        ids, scores, single = _as_batch(output_ids, logits)
+        if ids is None:
+            raise BadRequest("the frequency penalty needs the generated ids of each row")
+        out = scores - self.penalty * token_counts(ids, scores.shape[-1]).to(scores.dtype)
+        return out[0] if single else out
+
+
+@dataclass(frozen=True)
+class PresencePenalty:
+    """Subtract ``penalty`` once from the logit of every token *generated* at least once (Chapter 5).
+
+    OpenAI's documented ``mu[j] -= float(c[j] > 0) * alpha_presence``; like :class:`FrequencyPenalty`
+    it is given the generated ids alone.
+    """
+
+    penalty: float
+
+    def __post_init__(self) -> None:
+        _check_additive(self.penalty, "presence_penalty")
+
+    def __call__(self, output_ids: torch.Tensor | None, logits: torch.Tensor) -> torch.Tensor:
+        ids, scores, single = _as_batch(output_ids, logits)
+        if ids is None:
+            raise BadRequest("the presence penalty needs the generated ids of each row")
+        present = (token_counts(ids, scores.shape[-1]) > 0).to(scores.dtype)
+        out = scores - self.penalty * present
+        return out[0] if single else out
+
+
+#: Processors that read the generated ids only, never the prompt (Chapter 5).
+OUTPUT_ONLY = (FrequencyPenalty, PresencePenalty)
+
+
 def apply_processors(processors: Sequence[LogitsProcessor], input_ids: torch.Tensor | None,
-                     logits: torch.Tensor) -> torch.Tensor:
-    """Run processors in order, each on the previous one's output (Chapter 5)."""
+                     logits: torch.Tensor, output_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """Run processors in order, each on the previous one's output (Chapter 5).
+
+    Every processor reads ``input_ids`` (prompt and generated ids), except the presence and
+    frequency penalties, which read ``output_ids`` (the generated ids alone, padded with -1).
+    """
     for processor in processors:
-        logits = processor(input_ids, logits)
+        if isinstance(processor, OUTPUT_ONLY):
+            if output_ids is None:
+                raise BadRequest("the presence and frequency penalties count generated tokens only: "
+                                 "give the generated ids (or the prompt length) as well as the ids so far")
+            logits = processor(output_ids, logits)
+        else:
+            logits = processor(input_ids, logits)
     return logits

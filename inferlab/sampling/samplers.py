@@ -34,7 +34,15 @@ class Greedy:
 
 
 class Multinomial:
-    """Draw one token per row from the softmax of the logits, row ``i`` with ``generators[i]`` (Chapter 5)."""
+    """Draw one token per row from the softmax of the logits, row ``i`` with ``generators[i]`` (Chapter 5).
+
+    The draw is ``torch.multinomial(probs, 1)``. For one sample (and for any draw without
+    replacement) PyTorch does not invert the cumulative distribution with one uniform number: it
+    runs an exponential race, ``argmax(probs / q)`` with ``q ~ Exp(1)`` drawn for every vocabulary
+    entry (``multinomial_out`` in ``aten/src/ATen/native/Distributions.cpp``). Each draw therefore
+    consumes one random number per vocabulary entry from the row's generator, whatever the rule;
+    Chapter 5 reproduces a draw from the same generator state.
+    """
 
     def __call__(self, logits: torch.Tensor, generators: Sequence[torch.Generator] | None = None) -> torch.Tensor:
         import torch
