@@ -18,28 +18,24 @@ import yaml
 
 @dataclass(frozen=True)
 class Measured:
-    """One figure of a chapter's recorded run: where it is and how to print it."""
+    """One figure of a chapter's recorded run: how to read it from the record and how to print it."""
 
     key: str
     chapter: str
-    path: str
-    format: Callable[[Any], str]
+    read: Callable[[dict], float]
+    format: Callable[[float], str]
 
 
 def _ms(x: float) -> str:
     return f"{x:.0f} ms" if x >= 10 else f"{x:.1f} ms"
 
 
-def _s(x: float) -> str:
-    return f"{x:.1f} s"
+def _us(x: float) -> str:
+    return f"{x:.0f} µs"
 
 
 def _count(x: float) -> str:
     return f"{int(x):,}"
-
-
-def _gflop(x: float) -> str:
-    return f"{x / 1e9:.2f} GFLOP"
 
 
 def _median(xs: list[float]) -> float:
@@ -48,22 +44,50 @@ def _median(xs: list[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-MEASURED: list[Measured] = [
-    Measured("parameters_smollm2", "ch02_parameters_as_artefacts", "provenance.parameters", _count),
-    Measured("safetensors_mb", "ch02_parameters_as_artefacts", "provenance.extra.safetensors_bytes",
-             lambda b: f"{b / 1e6:.0f} MB"),
-    Measured("forward_17_to_64_ms", "ch01_what_is_inference", "experiment_3.real_forward_median_ms", _ms),
-    Measured("toy_forward_us", "ch01_what_is_inference", "experiment_3.toy_forward_median_us",
-             lambda x: f"{x:.0f} µs"),
-    Measured("first_text_ms", "ch06_the_first_complete_engine", "opening.first_text_ms", _ms),
-]
-
-
 def _get(record: dict, path: str) -> Any:
     value: Any = record
     for part in path.split("."):
         value = value[int(part)] if isinstance(value, list) else value[part]
     return value
+
+
+def _at(path: str) -> Callable[[dict], float]:
+    return lambda record: _get(record, path)
+
+
+def _bandwidth_gb_s(record: dict) -> float:
+    bw = record["read_bandwidth"]
+    return bw["bytes_read"] / _median(bw["seconds"]) / 1e9
+
+
+def _decode_step_ms(record: dict) -> float:
+    seconds = record["decode_step"]["seconds"]
+    return (_median(seconds) if isinstance(seconds, list) else seconds) * 1e3
+
+
+def _engine_work_us(record: dict) -> float:
+    return _median([s["engine_us"] for steps in record["prompt_lengths"].values() for s in steps[1:]])
+
+
+MEASURED: list[Measured] = [
+    Measured("parameters_smollm2", "ch02_parameters_as_artefacts", _at("provenance.parameters"), _count),
+    Measured("safetensors_mb", "ch02_parameters_as_artefacts", _at("provenance.extra.safetensors_bytes"),
+             lambda b: f"{b / 1e6:.0f} MB"),
+    Measured("read_bandwidth", "ch02_parameters_as_artefacts", _bandwidth_gb_s, lambda x: f"{x:.1f} GB/s"),
+    Measured("decode_weight_mb", "ch02_parameters_as_artefacts", _at("decode_step.weight_bytes"),
+             lambda b: f"{b / 1e6:.0f} MB"),
+    Measured("decode_bound_ms", "ch02_parameters_as_artefacts", lambda r: r["decode_step"]["bound_s"] * 1e3, _ms),
+    Measured("decode_step_ms", "ch02_parameters_as_artefacts", _decode_step_ms, _ms),
+    Measured("ttft_ms", "ch01_what_is_inference", _at("workload_metrics.ttft_ms"), _ms),
+    Measured("tpot_ms", "ch01_what_is_inference", _at("workload_metrics.tpot_ms"), _ms),
+    Measured("tokens_per_s", "ch01_what_is_inference", _at("workload_metrics.tokens_per_s"), lambda x: f"{x:.1f}"),
+    Measured("core_s_per_token", "ch01_what_is_inference", _at("workload_metrics.core_seconds_per_token"),
+             lambda x: f"{x:.2f}"),
+    Measured("forward_no_cache_ms", "ch01_what_is_inference", _at("experiment_4.real_forward_median_ms"), _ms),
+    Measured("toy_forward_us", "ch01_what_is_inference", _at("experiment_4.toy_forward_median_us"), _us),
+    Measured("first_text_ms", "ch06_the_first_complete_engine", _at("opening.first_text_ms"), _ms),
+    Measured("engine_work_us", "ch06_the_first_complete_engine", _engine_work_us, _us),
+]
 
 
 def load_records(data: Path) -> dict[str, dict]:
@@ -108,7 +132,7 @@ def substitutions(root: Path) -> dict[str, str]:
     records = load_records(root / "data")
     out: dict[str, str] = {}
     for m in MEASURED:
-        out[m.key] = m.format(_get(records[m.chapter], m.path))
+        out[m.key] = m.format(m.read(records[m.chapter]))
     reference = records["ch02_parameters_as_artefacts"]["provenance"]
     out["machine"] = machine_line(reference)
     out["recorded_utc"] = reference["created_utc"]
