@@ -47,6 +47,17 @@ def kernel_for(venv: Path, where: Path) -> str:
     return name
 
 
+def install_checkout(venv: Path) -> None:
+    """Install this checkout into ``venv`` from a wheel, as the Colab cell installs the lab."""
+    with tempfile.TemporaryDirectory() as wheels:
+        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, str(ROOT)],
+                       check=True, capture_output=True)
+        wheel = next(Path(wheels).glob("inferlab-*.whl"))
+        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall",
+                        str(wheel)], check=True, capture_output=True)
+    subprocess.run(["rm", "-rf", str(ROOT / "build")], check=True)  # setuptools' scratch folder
+
+
 def versions(venv: Path) -> dict:
     code = ("import json, platform, torch, transformers, tokenizers; print(json.dumps({'python': "
             "platform.python_version(), 'torch': torch.__version__, 'transformers': transformers.__version__, "
@@ -96,6 +107,8 @@ def main() -> int:
             if not (venv / "bin" / "python").exists():
                 print(f"{variant}: no {spec['venv']} (run scripts/test_oldest.sh first)", file=sys.stderr)
                 return 2
+            if spec["venv"] != ".venv":  # the main environment has the checkout installed in editable mode
+                install_checkout(venv)
             kernel = kernel_for(venv, Path(kernels))
             env_versions = versions(venv)
             os.environ.update(INFERLAB_MODEL=spec["model"], INFERLAB_STATIC_PLOTS="1", TQDM_DISABLE="1")
