@@ -348,9 +348,9 @@ def test_only_a_rule_that_reads_the_history_gets_it():
     seen = []
 
     class Spy(DecodingRule):
-        def next_tokens(self, input_ids, logits, generators=None):
+        def next_tokens(self, input_ids, logits, generators=None, prompt_length=None):
             seen.append(input_ids)
-            return super().next_tokens(input_ids, logits, generators)
+            return super().next_tokens(input_ids, logits, generators, prompt_length=prompt_length)
 
     for rule in (Spy(), Spy(do_sample=True, temperature=0.5), Spy(repetition_penalty=1.3)):
         Engine(toy_backend(7)).generate("Hello", SamplingParams(3, rule, seed=0 if rule.do_sample else None))

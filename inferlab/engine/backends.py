@@ -34,7 +34,10 @@ class Backend:
 def end_of_sequence_ids(loaded: LoadedModel) -> frozenset[int]:
     """Every id that ends generation: the tokenizer's and the generation config's (Chapter 6).
 
-    SmolLM2-Instruct, for one, ends replies with ``<|im_end|>`` but also has ``<|endoftext|>``.
+    A set, because a generation config may list several: Llama 3.1 8B Instruct's lists three
+    (https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/blob/main/generation_config.json).
+    SmolLM2-135M-Instruct's gives one, ``<|im_end|>``, the tokenizer's own end-of-sequence token;
+    its ``<|endoftext|>`` is not among them.
     """
     ids = {loaded.tokenizer.eos_token_id}
     config = getattr(loaded.model, "generation_config", None)

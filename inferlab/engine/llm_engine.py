@@ -4,8 +4,9 @@ A request is admitted once (checked, tokenized, encoded, given its seed), then e
 :meth:`Engine.step` does four things: the scheduler picks the sequences to run, the runner calls the
 model once for all of them, the decoding rule picks one token per sequence, and post-processing
 detokenizes the new token, applies the stop rules and emits stream events. ``generate`` and
-``stream`` only add a request and step until it is done. Each later chapter changes one seam of this
-loop (the model call, the choice of token, the cache, the scheduler), never the loop itself.
+``stream`` only add a request and step until it is done. The design goal is that each later chapter
+changes one seam of this loop (the model call, the choice of token, the cache, the scheduler) and not
+the loop itself; speculative decoding, which emits several tokens per step, will test it.
 """
 from __future__ import annotations
 
