@@ -45,3 +45,48 @@ def test_last_level_cache_is_read_from_sysfs_or_unknown(tmp_path):
         (tmp_path / index / "size").write_text(size + "\n")
     assert last_level_cache_bytes(tmp_path) == 32 * 2**20
     assert last_level_cache_bytes(tmp_path / "missing") is None
+
+
+def test_read_size_grows_with_a_large_cache():
+    from inferlab.bench.memory import DEFAULT_BYTES, read_size_for_cache
+
+    assert read_size_for_cache(None) == DEFAULT_BYTES == 256 * 2**20
+    assert read_size_for_cache(32 * 2**20) == DEFAULT_BYTES  # eight times 32 MiB is the default itself
+    assert read_size_for_cache(96 * 2**20) == 8 * 96 * 2**20  # a 96 MiB L3: read 768 MiB, not 256
+    with pytest.raises(ValueError):
+        read_size_for_cache(-1)
+
+
+def test_datasheet_memory_is_listed_for_every_gpu_with_a_bandwidth():
+    from inferlab.bench.memory import DATASHEET_MEMORY
+
+    assert set(DATASHEET_MEMORY) == set(DATASHEET_BANDWIDTH)
+    assert DATASHEET_MEMORY["H200"] == 141e9 and DATASHEET_MEMORY["H100 SXM"] == 80e9
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_matvec_sweep_multiplies_every_weight_matrix_once(family):
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    from inferlab.analysis.sizing import decode_weight_bytes, matmul_parameters
+    from inferlab.bench.memory import MatvecSweep, measure_matvec_sweep
+
+    torch.manual_seed(0)
+    if family == "gpt2":  # Conv1D projections, a tied head
+        model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=97, n_positions=16))
+        matrices = 2 * 4 + 1
+    else:  # nn.Linear projections, an untied head
+        model = LlamaForCausalLM(LlamaConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                             num_key_value_heads=2, intermediate_size=48, tie_word_embeddings=False))
+        matrices = 2 * 7 + 1
+    before = torch.get_num_threads()
+    sweep = measure_matvec_sweep(model, repeats=3, threads=1)
+    assert torch.get_num_threads() == before
+    assert sweep.matrices == matrices and sweep.threads == 1 and len(sweep.seconds) == 3
+    assert sweep.bytes_read == 4 * matmul_parameters(model) <= decode_weight_bytes(model)
+    assert sweep.bytes_per_s == sweep.bytes_read / sweep.median_s
+    assert MatvecSweep(100, (0.3, 0.1, 0.2), 1, 1).median_s == 0.2
+    with pytest.raises(ValueError):
+        measure_matvec_sweep(model, repeats=0)
+    with pytest.raises(ValueError, match="no weight matrices"):
+        measure_matvec_sweep(torch.nn.Sequential(torch.nn.ReLU()))

@@ -1,5 +1,7 @@
 import dataclasses
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -181,6 +183,9 @@ def test_fresh_process_load(tmp_path):
     assert timing.first_touch_s > 0 and timing.second_touch_s > 0
     if Path("/proc/self/status").exists():
         assert set(timing.resident_mb) == {"file_load", "anon_load", "file_touch", "anon_touch"}
+    if sys.platform.startswith("linux"):
+        assert 0.0 <= timing.cached_before <= 1.0  # measured by mincore before the process started
+    assert timing.stages == {}  # the timers inside the load are for GGUF files
     with pytest.raises(BadShape, match="modelling module"):
         time_load_in_fresh_process("safetensors", tmp_path / "model.safetensors", model_type="../x")
     with pytest.raises(InferlabError, match="changed"):  # the file is re-hashed: a wrong checksum is caught
@@ -229,3 +234,65 @@ def test_gguf_metadata_and_tensor_tables_of_the_bundled_file():
     assert types == gguf_tensor_types(path)
     assert sum(r["parameters"] for r in types.values()) == PUBLISHED["smollm2-135m"]
     assert sum(meta.values()) + sum(r["bytes"] for r in types.values()) < path.stat().st_size
+
+
+def _filesystem_type(path: Path) -> str:
+    """The type of the file system that holds ``path``, from /proc/mounts ('' elsewhere)."""
+    best, kind = "", ""
+    for line in Path("/proc/mounts").read_text().splitlines() if Path("/proc/mounts").exists() else []:
+        mount, fs_type = line.split()[1], line.split()[2]
+        if str(path).startswith(mount) and len(mount) > len(best):
+            best, kind = mount, fs_type
+    return kind
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mincore and posix_fadvise as Linux has them")
+def test_page_cache_residency_and_an_uncached_copy(tmp_path):
+    from inferlab.analysis.sizing import cold_copy, evict_from_page_cache, page_cache_residency
+
+    source = tmp_path / "src" / "model.safetensors"
+    source.parent.mkdir()
+    source.write_bytes(os.urandom(4 * 2**20))
+    (source.parent / "config.json").write_text("{}")
+    on_disk = _filesystem_type(tmp_path) not in ("tmpfs", "ramfs", "")  # a RAM-backed file system is its own cache
+    copy = cold_copy(source, tmp_path / "copy")
+    if on_disk:
+        assert page_cache_residency(copy) < 0.1  # written to disk, mapped by no process, then dropped
+    assert copy == tmp_path / "copy" / "model.safetensors" and (tmp_path / "copy" / "config.json").read_text() == "{}"
+    assert copy.read_bytes() == source.read_bytes()  # reading puts every page in the page cache
+    assert page_cache_residency(copy) == 1.0
+    assert evict_from_page_cache(copy)
+    if on_disk:
+        assert page_cache_residency(copy) < 0.1
+    with open(copy, "rb") as handle:
+        handle.read(2**20)  # the first quarter
+    assert page_cache_residency(copy) >= 0.25
+    (tmp_path / "empty").write_bytes(b"")
+    assert page_cache_residency(tmp_path / "empty") is None
+
+
+def test_page_cache_residency_refuses_what_the_kernel_would_not_report(tmp_path, monkeypatch):
+    from inferlab.analysis.sizing import page_cache_residency
+
+    (tmp_path / "f").write_bytes(b"x" * 10)
+    monkeypatch.setattr(os, "geteuid", lambda: 12345)  # neither root nor the owner...
+    monkeypatch.setattr(os, "access", lambda *a, **k: False)  # ...and no write permission
+    assert page_cache_residency(tmp_path / "f") is None
+
+
+@pytest.mark.slow
+def test_fresh_process_gguf_load_times_the_stages_inside_it():
+    from inferlab.models.loaders import smollm2_gguf
+
+    try:
+        path = smollm2_gguf()
+    except InferlabError as error:
+        pytest.skip(f"bundled GGUF unavailable: {error}")
+    timing = time_load_in_fresh_process("gguf", path, model_type="llama")
+    assert timing.parameters == PUBLISHED["smollm2-135m"]
+    stages = timing.stages
+    if "load_gguf_checkpoint_s" not in stages:
+        pytest.skip("this transformers release does not load the file through load_gguf_checkpoint")
+    assert stages["load_gguf_checkpoint_calls"] >= 1 and stages["dequantize_calls"] >= 1
+    inner = stages["gguf_reader_s"] + stages["tensor_name_map_s"] + stages["dequantize_s"]
+    assert 0 < inner <= stages["load_gguf_checkpoint_s"] <= timing.load_s

@@ -173,7 +173,8 @@ def tied_parameters(model: Any) -> list[tuple[str, str]]:
     return pairs
 
 
-def _matmul_modules(model: Any) -> list[Any]:
+def matmul_modules(model: Any) -> list[Any]:
+    """The modules of a model that multiply by a weight matrix: ``nn.Linear`` and GPT-2's ``Conv1D`` (Chapter 2)."""
     import torch
 
     kinds: tuple[type, ...] = (torch.nn.Linear,)
@@ -195,7 +196,7 @@ def matmul_parameters(model: Any) -> int:
     The linear layers and the head of a forward pass cost exactly ``2 * matmul_parameters`` FLOPs
     per position in ``FlopCounterMode``'s count, which ignores the bias of ``addmm``.
     """
-    return sum(m.weight.numel() for m in _matmul_modules(model))
+    return sum(m.weight.numel() for m in matmul_modules(model))
 
 
 def decode_weight_bytes(model: Any) -> int:
@@ -206,7 +207,7 @@ def decode_weight_bytes(model: Any) -> int:
     """
     import torch
 
-    in_matmul = {id(m.weight) for m in _matmul_modules(model)}
+    in_matmul = {id(m.weight) for m in matmul_modules(model)}
     lookup_only = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding)
                    for p in m.parameters(recurse=False) if id(p) not in in_matmul}
     return sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in lookup_only)
@@ -341,8 +342,18 @@ class LoadTiming:
     process (``None`` if not asked for). ``resident_mb``: growth of the process's resident memory
     backed by files (``file_*``, such as a memory-mapped checkpoint) and by no file (``anon_*``)
     during the load and during the first touch, from ``/proc/self/status``; empty where that file
-    does not exist. Refuses to exist without the checksum of the file it loaded: a load time that
-    cannot say which bytes it read cannot be compared with another.
+    does not exist. ``cached_before``: the fraction of the file's pages in the page cache just
+    before the process started (after any eviction), from :func:`page_cache_residency`; ``None``
+    where it cannot be read. ``stages``: for a GGUF load, seconds spent inside four functions during
+    ``from_pretrained`` (``<name>_s``) and how often each ran (``<name>_calls``), each function
+    replaced in the child by a timing wrapper before the load: ``load_gguf_checkpoint``
+    (transformers' legacy GGUF reader, which contains the other three), ``gguf_reader``
+    (constructing ``gguf.GGUFReader``: parsing the header and mapping the tensors),
+    ``tensor_name_map`` (``gguf.get_tensor_name_map``: gguf-py's table of tensor names) and
+    ``dequantize`` (``gguf.dequantize``); a function that never ran has no entry. Empty for
+    safetensors.
+    Refuses to exist without the checksum of the file it loaded: a load time that cannot say which
+    bytes it read cannot be compared with another.
     """
 
     format: str
@@ -358,6 +369,8 @@ class LoadTiming:
     parameters: int
     evicted: bool
     resident_mb: dict[str, float] = field(default_factory=dict)
+    cached_before: float | None = None
+    stages: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         missing = [k for k in ("format", "file", "sha256") if not getattr(self, k)]
@@ -403,7 +416,26 @@ modelling = None
 if model_type != "-":
     importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
     modelling = time.perf_counter() - t1
+stages = {}
+
+def timed(name, fn):
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            stages[name + "_s"] = stages.get(name + "_s", 0.0) + time.perf_counter() - start
+            stages[name + "_calls"] = stages.get(name + "_calls", 0) + 1
+    return wrapper
+
 r0 = resident(); t2 = time.perf_counter()
+if fmt == "gguf":  # inside the clock, as the load would import these itself; each name is looked up at call time
+    import gguf as gguf_package
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    gguf_package.GGUFReader.__init__ = timed("gguf_reader", gguf_package.GGUFReader.__init__)
+    gguf_package.get_tensor_name_map = timed("tensor_name_map", gguf_package.get_tensor_name_map)
+    gguf_package.dequantize = timed("dequantize", gguf_package.dequantize)
+    gguf_utils.load_gguf_checkpoint = timed("load_gguf_checkpoint", gguf_utils.load_gguf_checkpoint)
 model = load()
 t3 = time.perf_counter(); r1 = resident()
 touch(model)
@@ -419,7 +451,8 @@ if r0 and r1 and r2:
               "file_touch": r2["RssFile"] - r1["RssFile"], "anon_touch": r2["RssAnon"] - r1["RssAnon"]}
 print(json.dumps({"import_s": t1 - t0, "modelling_import_s": modelling, "load_s": t3 - t2,
                   "first_touch_s": t4 - t3, "second_touch_s": t5 - t4, "second_load_s": second,
-                  "parameters": sum(p.numel() for p in model.parameters()), "resident_mb": growth}))
+                  "parameters": sum(p.numel() for p in model.parameters()), "resident_mb": growth,
+                  "stages": stages}))
 """
 
 
@@ -435,12 +468,84 @@ def evict_from_page_cache(path: Path) -> bool:
         os.close(fd)
 
 
+def page_cache_residency(path: Path) -> float | None:
+    """The fraction of a file's pages that are in the page cache now, from ``mincore(2)`` (Chapter 2).
+
+    The file is mapped (``mmap``, read-only, shared), ``mincore`` reports for each page whether it
+    is in memory, and the mapping is removed; mapping a file reads none of it. ``None`` where this
+    cannot be known: not Linux, an empty file, a failing call, or a file the process neither owns
+    nor may write. Linux reports true page-cache state only for such files; for others it reports
+    every page as resident (``can_do_mincore`` in the kernel's ``mm/mincore.c``).
+    """
+    import ctypes
+    import mmap
+
+    path = Path(path)
+    size = path.stat().st_size
+    if not sys.platform.startswith("linux") or size == 0:
+        return None
+    if not (os.geteuid() in (0, path.stat().st_uid) or os.access(path, os.W_OK)):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
+    except (OSError, AttributeError):
+        return None
+    pages = -(-size // mmap.PAGESIZE)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if address is None or address == ctypes.c_void_p(-1).value:
+            return None
+        try:
+            vec = (ctypes.c_ubyte * pages)()
+            if libc.mincore(address, size, vec) != 0:
+                return None
+            return sum(byte & 1 for byte in bytes(vec)) / pages
+        finally:
+            libc.munmap(address, size)
+    finally:
+        os.close(fd)
+
+
+def cold_copy(file: Path, folder: Path, siblings: tuple[str, ...] = ("config.json",)) -> Path:
+    """Copy a checkpoint (and the named files beside it) into ``folder``, uncached (Chapter 2).
+
+    A file just written is entirely in the page cache, and ``POSIX_FADV_DONTNEED`` skips pages not
+    yet written to disk, so each copy is ``fsync``-ed before :func:`evict_from_page_cache`; no
+    process has mapped the copy, so nothing keeps its pages. Returns the copy of ``file``; check
+    with :func:`page_cache_residency` how much of it stayed cached (a RAM-backed folder such as a
+    ``tmpfs`` keeps everything).
+    """
+    import shutil
+
+    file, folder = Path(file), Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    copies = []
+    for source in (file, *(file.parent / name for name in siblings)):
+        if source.is_file():
+            target = folder / source.name
+            shutil.copyfile(source, target)
+            with open(target, "rb+") as handle:
+                os.fsync(handle.fileno())
+            copies.append(target)
+    for target in copies:
+        evict_from_page_cache(target)
+    return folder / file.name
+
+
 def time_load_in_fresh_process(fmt: str, file: Path, sha256: str | None = None, run: int = 0, again: bool = False,
                                evict: bool = False, model_type: str | None = None,
                                timeout: float = 300.0) -> LoadTiming:
     """Load a safetensors folder's or a GGUF file's weights in a new Python process and time it (Chapter 2).
 
-    The stages are those of :class:`LoadTiming`. ``model_type`` (``"llama"``, ``"gpt2"``) names the
+    The stages are those of :class:`LoadTiming`. ``evict`` asks the kernel to drop the file from the
+    page cache first, which it does only for pages that no process maps and that are written to
+    disk (see :func:`cold_copy`); the fraction still cached is measured right before the process
+    starts, either way. ``model_type`` (``"llama"``, ``"gpt2"``) names the
     modelling module to import before the load's clock starts; for safetensors it is read from the
     ``config.json`` beside the file when not given. After the load, the file is hashed again and the
     timing carries that checksum; if ``sha256`` is given and the file no longer matches it, the
@@ -458,6 +563,7 @@ def time_load_in_fresh_process(fmt: str, file: Path, sha256: str | None = None, 
         model_type = json.loads((file.parent / "config.json").read_text()).get("model_type")
     if model_type is not None and not re.fullmatch(r"[a-z0-9_]+", model_type):
         raise BadShape(f"model_type {model_type!r} does not name a transformers modelling module")
+    cached_before = page_cache_residency(file)
     done = subprocess.run([sys.executable, "-c", _CHILD, fmt, str(folder), gguf, "1" if again else "0",
                            model_type or "-"],
                           capture_output=True, text=True, timeout=timeout, env=env)
@@ -476,7 +582,7 @@ def time_load_in_fresh_process(fmt: str, file: Path, sha256: str | None = None, 
         raise InferlabError(f"{file.name} changed: sha256 {measured[:16]}... is not the expected {sha256[:16]}...")
     return LoadTiming(fmt, file.name, measured, run, result["import_s"], result["modelling_import_s"], result["load_s"],
                       result["first_touch_s"], result["second_touch_s"], result["second_load_s"], result["parameters"],
-                      evicted, result["resident_mb"])
+                      evicted, result["resident_mb"], cached_before, result.get("stages", {}))
 
 
 def gguf_reader(path: Path) -> Any:

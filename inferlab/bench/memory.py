@@ -32,8 +32,18 @@ DATASHEET_BANDWIDTH: dict[str, float] = {
     "H200": 4.8e12,
 }
 
-#: Default size of the tensor read: 256 MiB, eight times the largest last-level cache of the
-#: machines this book was run on (32 MiB), so that the reads come from memory, not a cache.
+#: Datasheet memory of the same accelerators, in bytes (10^9 bytes per GB), from the same
+#: datasheets: T4 16 GB GDDR6; A100 40GB and A100 80GB; H100 SXM 80 GB HBM3; H200 141 GB HBM3e.
+DATASHEET_MEMORY: dict[str, float] = {
+    "T4": 16e9,
+    "A100 40GB": 40e9,
+    "A100 80GB SXM": 80e9,
+    "H100 SXM": 80e9,
+    "H200": 141e9,
+}
+
+#: Smallest size of the tensor read: 256 MiB. :func:`read_size_for_cache` raises it to eight times
+#: the last-level cache where that cache is larger than 32 MiB, so that the reads come from memory.
 DEFAULT_BYTES = 256 * 2**20
 
 
@@ -62,16 +72,30 @@ class ReadBandwidth:
         return self.bytes_read / min(self.seconds)
 
 
-def measure_read_bandwidth(n_bytes: int = DEFAULT_BYTES, repeats: int = 7, threads: int | None = None) -> ReadBandwidth:
+def read_size_for_cache(cache_bytes: int | None) -> int:
+    """Bytes to read so that a read comes from memory: ``max(DEFAULT_BYTES, 8 x cache_bytes)`` (Chapter 2).
+
+    ``cache_bytes`` is the last-level cache (:func:`last_level_cache_bytes`); ``None`` (unknown)
+    gives :data:`DEFAULT_BYTES`.
+    """
+    if cache_bytes is not None and cache_bytes < 0:
+        raise ValueError(f"cache_bytes must be >= 0, got {cache_bytes}")
+    return max(DEFAULT_BYTES, 8 * (cache_bytes or 0))
+
+
+def measure_read_bandwidth(n_bytes: int | None = None, repeats: int = 7, threads: int | None = None) -> ReadBandwidth:
     """Time ``torch.sum`` over a float32 tensor of about ``n_bytes`` bytes, ``repeats`` times (Chapter 2).
 
-    The tensor holds ``n_bytes // 4`` float32 elements, written once before the clock starts (so
+    ``n_bytes=None`` reads ``read_size_for_cache(last_level_cache_bytes())``: at least 256 MiB, and
+    at least eight times the last-level cache. The tensor holds ``n_bytes // 4`` float32 elements, written once before the clock starts (so
     that no page is first touched while timed), and one untimed sum warms the code path. Each timed
     repeat reads every element once and writes one number. ``threads`` sets torch's intra-op
     threads for the measurement and is restored afterwards; ``None`` keeps the current setting.
     """
     import torch
 
+    if n_bytes is None:
+        n_bytes = read_size_for_cache(last_level_cache_bytes())
     if n_bytes < 4:
         raise ValueError(f"n_bytes must be at least 4 (one float32), got {n_bytes}")
     if repeats < 1:
@@ -94,6 +118,76 @@ def measure_read_bandwidth(n_bytes: int = DEFAULT_BYTES, repeats: int = 7, threa
     finally:
         torch.set_num_threads(before)
     return ReadBandwidth(bytes_read, tuple(seconds), used)
+
+
+@dataclass(frozen=True)
+class MatvecSweep:
+    """The timings of :func:`measure_matvec_sweep`: one-row products with every weight matrix (Chapter 2)."""
+
+    bytes_read: int
+    seconds: tuple[float, ...]
+    threads: int
+    matrices: int
+
+    @property
+    def median_s(self) -> float:
+        """The median time of one sweep over all the matrices (Chapter 2)."""
+        return statistics.median(self.seconds)
+
+    @property
+    def bytes_per_s(self) -> float:
+        """Weight bytes read per second, at the median sweep (Chapter 2)."""
+        return self.bytes_read / self.median_s
+
+
+def measure_matvec_sweep(model, repeats: int = 7, threads: int | None = None) -> MatvecSweep:
+    """Multiply one row by every weight matrix of ``model``, outside the model, and time it (Chapter 2).
+
+    The matrices are those of ``inferlab.analysis.sizing.matmul_modules`` (each ``nn.Linear``, the
+    LM head included, and GPT-2's ``Conv1D``), each shared tensor once. Each is multiplied as its
+    module does it, without the bias: ``F.linear(x, W)`` for a ``Linear``, ``torch.mm(x, W)`` for a
+    ``Conv1D`` (whose weight is stored transposed), with ``x`` one row of ones in the weight's dtype.
+    One untimed sweep warms the code paths; each of the ``repeats`` timed sweeps runs every product
+    once, in the model's order. Nothing else of a forward pass runs (no norms, attention,
+    activations, KV cache, or module dispatch), so a sweep separates what the products' kernels cost
+    from what the rest of a decode step adds. ``threads`` as in :func:`measure_read_bandwidth`.
+    """
+    import torch
+
+    from inferlab.analysis.sizing import matmul_modules
+
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    products, seen = [], set()
+    for module in matmul_modules(model):
+        weight = module.weight.detach()
+        if id(weight) in seen:
+            continue
+        seen.add(id(weight))
+        if isinstance(module, torch.nn.Linear):
+            products.append((torch.nn.functional.linear, torch.ones(1, weight.shape[1], dtype=weight.dtype), weight))
+        else:  # Conv1D: y = x @ W with W of shape (in, out)
+            products.append((torch.mm, torch.ones(1, weight.shape[0], dtype=weight.dtype), weight))
+    if not products:
+        raise ValueError("the model has no weight matrices to multiply by")
+    before = torch.get_num_threads()
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
+        torch.set_num_threads(threads)
+    try:
+        seconds = []
+        with torch.inference_mode():
+            for repeat in range(repeats + 1):
+                start = time.perf_counter()
+                for op, x, weight in products:
+                    op(x, weight)
+                if repeat:  # the first sweep is the warm-up
+                    seconds.append(time.perf_counter() - start)
+        used = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    return MatvecSweep(sum(w.numel() * w.element_size() for _, _, w in products), tuple(seconds), used, len(products))
 
 
 def last_level_cache_bytes(cache_dir: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int | None:
