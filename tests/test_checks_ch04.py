@@ -45,7 +45,8 @@ def test_check_attention_flops():
 def test_check_kv_bytes_per_token():
     smollm2 = preset("smollm2-135m")
     assert check_kv_bytes_per_token(2 * 30 * 3 * 64 * 4, smollm2)
-    assert check_kv_bytes_per_token(2 * 30 * 3 * 64 * 2, smollm2, bytes_per_value=2)
+    assert check_kv_bytes_per_token(2 * 30 * 3 * 64 * 2, smollm2, dtype="bfloat16")
+    assert not check_kv_bytes_per_token(2 * 30 * 3 * 64 * 4, smollm2, dtype="bfloat16")  # float32 bytes
     assert not check_kv_bytes_per_token(2 * 30 * 9 * 64 * 4, smollm2)  # multi-head, not SmolLM2's GQA
     assert not check_kv_bytes_per_token(30 * 3 * 64 * 4, smollm2)  # keys only
 

@@ -54,9 +54,14 @@ def check_attention_flops(answer: float, shape: ModelShape, seq: int, rel: float
     return ok
 
 
-def check_kv_bytes_per_token(answer: float, shape: ModelShape, bytes_per_value: int = 4, rel: float = 0.01) -> bool:
-    """Chapter 4, Check yourself: bytes of keys and values one token needs, all layers, at ``bytes_per_value``."""
-    want = 2 * shape.layers * shape.kv_heads * shape.head_dim * bytes_per_value
+def check_kv_bytes_per_token(answer: float, shape: ModelShape, dtype: str = "float32", rel: float = 0.01) -> bool:
+    """Chapter 4, Check yourself: bytes of keys and values one token needs, all layers, stored as ``dtype``.
+
+    The count is Chapter 2's formula, ``inferlab.analysis.sizing.kv_bytes_per_token``.
+    """
+    from inferlab.analysis.sizing import kv_bytes_per_token
+
+    want = kv_bytes_per_token(shape, dtype)
     ok = abs(answer - want) <= rel * want
     print(f"{answer:,.0f} bytes: {'correct' if ok else 'not within 1 % of the count'}")
     return ok
