@@ -51,20 +51,61 @@ def sha256_parameters(model: Any) -> str:
     return digest.hexdigest()
 
 
-def tokenizer_fingerprint(tokenizer: Any) -> str:
-    """A short hash of a tokenizer's vocabulary, merges and special tokens (Chapter 1).
+#: Settings that move only the character offsets an encoding reports, never its ids.
+_OFFSET_ONLY = {"trim_offsets"}
+#: Parts of the BPE model's JSON hashed on their own (the other model settings are hashed as they are).
+_MODEL_HASHED_ELSEWHERE = {"vocab", "merges"}
 
-    Two tokenizers with the same fingerprint turn every text into the same ids, whichever class or
-    library version wraps them.
+
+def _pipeline_step(step: Any) -> Any:
+    """A pipeline step's JSON, canonical: offset-only settings dropped, an empty Sequence or "" read as none."""
+    if isinstance(step, dict):
+        if step.get("type") == "Sequence" and not any(step.get(k) for k in ("normalizers", "pretokenizers",
+                                                                            "processors", "decoders")):
+            return None
+        return {k: _pipeline_step(v) for k, v in sorted(step.items()) if k not in _OFFSET_ONLY}
+    if isinstance(step, list):
+        return [_pipeline_step(v) for v in step]
+    return None if step == "" else step
+
+
+def _adds_no_tokens(processor: Any) -> bool:
+    """Whether a post-processor leaves the ids alone: ByteLevel (offsets only), or a template with no special token."""
+    if not isinstance(processor, dict):
+        return False
+    if processor.get("type") == "ByteLevel":
+        return True
+    if processor.get("type") == "TemplateProcessing":
+        return "SpecialToken" not in json.dumps([processor.get("single"), processor.get("pair")])
+    return False
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """A short hash of what decides a tokenizer's ids (Chapter 1; the pipeline added in Chapter 3).
+
+    It covers the vocabulary, the merges and the special tokens, and, where the tokenizer has a
+    ``tokenizers`` backend, that backend's normalizer, pre-tokenizer and post-processor and the BPE
+    model's own settings (unknown token, byte fallback...), as the library serialises them. Chapter 3
+    shows why: the same vocabulary and merges behind another pre-tokenizer give other ids. Settings
+    that move only offsets (``trim_offsets``, a ``ByteLevel`` post-processor) are left out, and an
+    empty ``Sequence``, ``""`` or a template that adds no token counts as none, so two tokenizers with
+    the same fingerprint turn every text into the same ids whichever class or library release wraps
+    them. The decoder is left out: it changes text, not ids.
     """
     vocab = sorted(tokenizer.get_vocab().items())
     specials = sorted(map(str, tokenizer.all_special_tokens))
     merges: list[str] = []
+    pipeline: dict[str, Any] = {}
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
-        model = json.loads(backend.to_str()).get("model", {})
+        state = json.loads(backend.to_str())
+        model = state.get("model") or {}
         merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
-    payload = json.dumps([vocab, merges, specials], ensure_ascii=False).encode()
+        pipeline = {part: _pipeline_step(state.get(part)) for part in ("normalizer", "pre_tokenizer", "post_processor")}
+        if _adds_no_tokens(pipeline["post_processor"]):
+            pipeline["post_processor"] = None
+        pipeline["model"] = _pipeline_step({k: v for k, v in model.items() if k not in _MODEL_HASHED_ELSEWHERE})
+    payload = json.dumps([vocab, merges, specials, pipeline], ensure_ascii=False, sort_keys=True).encode()
     return hashlib.sha256(payload).hexdigest()[:16]
 
 

