@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferbook.checks.ch05 import check_beam_rows, check_penalty_drop, check_random_draws
+from inferbook.checks.ch05 import check_batch_share, check_beam_rows, check_penalty_drop, check_random_draws
 
 
 def test_beam_rows_counts_the_prompt_once(capsys):
@@ -31,4 +31,13 @@ def test_checkers_refuse_non_numbers(bad):
 def test_random_draws_are_one_per_vocabulary_entry(capsys):
     assert check_random_draws(64 * 49_152, rows=64, vocab=49_152) is True
     assert check_random_draws(64, rows=64, vocab=49_152) is False  # one uniform per row is the CDF method
+    assert "wrong" in capsys.readouterr().out
+
+
+def test_batch_share_counts_the_sampler_per_row_and_the_forward_pass_once(capsys):
+    # 64 rows x 5 ms = 320 ms of sampling against a 240 ms forward pass: 320 / 560 = 57 %
+    assert check_batch_share(57.1, sampler_ms=5.0, rows=64, forward_ms=240.0) is True
+    assert check_batch_share(2.0, sampler_ms=5.0, rows=64, forward_ms=240.0) is False  # one row's share
+    assert check_batch_share(133.0, sampler_ms=5.0, rows=64, forward_ms=240.0) is False  # sampler over forward
+    assert check_batch_share("57", sampler_ms=5.0, rows=64, forward_ms=240.0) is False
     assert "wrong" in capsys.readouterr().out

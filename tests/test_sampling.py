@@ -138,6 +138,26 @@ def test_temperature_must_be_positive(bad):
         DecodingRule(do_sample=True, temperature=bad)
 
 
+def test_min_temperature_is_a_choice_not_an_overflow_guard():
+    """The floor's stated reason (Chapter 5): at MIN_TEMPERATURE a float32 softmax is greedy except among
+    near-ties, while z / T overflows only far below it."""
+    from inferlab.sampling.processors import FLOAT32_ZERO_GAP, MIN_TEMPERATURE
+
+    top = 22.0
+    near, far = top - 0.5 * FLOAT32_ZERO_GAP * MIN_TEMPERATURE, top - 1.1 * FLOAT32_ZERO_GAP * MIN_TEMPERATURE
+    probs = torch.softmax(Temperature(MIN_TEMPERATURE)(None, torch.tensor([[top, near, far, 0.0]])), dim=-1)[0]
+    assert torch.isfinite(probs).all() and probs[1] > 0 and probs[2] == 0 and probs[3] == 0
+    assert abs(float(probs.sum()) - 1.0) < 1e-6
+    # logits far larger than any model's stay finite at the floor; overflow needs |z| / T above float32's max
+    huge = torch.tensor([[3.0e34, 0.0, -3.0e34]])
+    assert torch.isfinite(Temperature(MIN_TEMPERATURE)(None, huge)).all()
+    limit = torch.finfo(torch.float32).max
+    assert torch.isfinite(torch.tensor([top]) / (2 * top / limit)).all()  # finite far below the floor
+    assert torch.isnan(torch.softmax(torch.tensor([top, 0.0]) / (top / limit / 2), dim=-1)).any()  # inf - inf
+    with pytest.raises(BadRequest, match="greedy decoding except among near-ties"):
+        Temperature(MIN_TEMPERATURE / 2)
+
+
 @pytest.mark.parametrize("make", [lambda: TopK(0), lambda: TopK(2.5), lambda: TopP(0.0), lambda: TopP(1.5),
                                   lambda: MinP(-0.1), lambda: MinP(0.1, min_tokens_to_keep=0),
                                   lambda: RepetitionPenalty(0.0), lambda: RepetitionPenalty(None),

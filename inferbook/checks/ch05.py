@@ -88,3 +88,19 @@ def check_random_draws(answer: object, rows: int, vocab: int) -> bool:
     print(f"right: {want:,} random numbers" if ok else
           "wrong: one draw is a race in which every vocabulary entry gets its own random number")
     return ok
+
+
+def check_batch_share(answer: object, sampler_ms: float, rows: int, forward_ms: float, tolerance: float = 3.0) -> bool:
+    """Chapter 5, check yourself: the share of a batched step (in %) a row-by-row sampler would take.
+
+    The sampler's time grows with the rows, ``rows * sampler_ms``; the batched forward pass is measured
+    as a whole, ``forward_ms``. The share is ``sampler / (sampler + forward)``, within ``tolerance`` points.
+    """
+    sampler = rows * sampler_ms
+    want = sampler / (sampler + forward_ms) * 100
+    got = _number(answer)
+    ok = got is not None and abs(got - want) <= tolerance
+    print(f"right: about {want:.0f} % of the step" if ok else
+          "wrong: multiply one row's sampler time by the rows, then compare it with the whole step "
+          "(sampler plus forward pass), in per cent")
+    return ok

@@ -17,9 +17,17 @@ if TYPE_CHECKING:
     import torch
 
 NEG_INF = float("-inf")
-#: The smallest temperature accepted: below it, float32 logits divided by T overflow to infinities and
-#: the softmax returns NaN (for the limit T -> 0, use greedy decoding).
+#: The smallest temperature accepted (Chapter 5). It is a choice, not an overflow guard for real logits:
+#: float32 logits divided by T overflow to inf only when |z| / T exceeds 3.4e38 (for a top logit of 22,
+#: below T = 6.5e-38), and only then does the softmax return NaN (inf - inf). At T = 1e-4 a float32
+#: softmax already gives probability exactly 0 to every token more than about 104 T = 0.0104 below the
+#: top logit (exp(-104) is below half the smallest float32), so a smaller T is greedy decoding except
+#: among near-ties, and the lab asks for greedy decoding instead. Above the floor, z / T stays finite in
+#: float32 for every |z| below 3.4e34.
 MIN_TEMPERATURE = 1e-4
+#: How far below the top logit, in units of T, a float32 softmax gives a token probability exactly 0:
+#: exp(x) rounds to 0 in float32 for x < ln(2**-150) = -103.97 (Chapter 5).
+FLOAT32_ZERO_GAP = 103.97
 
 
 def _as_batch(input_ids: torch.Tensor | None, logits: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor, bool]:
@@ -73,8 +81,9 @@ class Temperature:
             )
         if t < MIN_TEMPERATURE:
             raise BadRequest(
-                f"temperature {t!r} is below {MIN_TEMPERATURE:g}: float32 logits divided by it overflow and the "
-                "probabilities become NaN; for the most probable token every time, "
+                f"temperature {t!r} is below {MIN_TEMPERATURE:g}, where sampling is greedy decoding except among "
+                f"near-ties (in float32, every token more than {FLOAT32_ZERO_GAP * MIN_TEMPERATURE:.4f} below the "
+                "top logit already has probability 0); for the most probable token every time, "
                 "use greedy decoding (do_sample=False)"
             )
 
