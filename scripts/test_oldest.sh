@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${INFERLAB_OLDEST_VENV:-.venv-oldest}
 PY=${PYTHON:-python3}
-OLDEST_TRANSFORMERS=4.57.6   # the newest 4.x release; pyproject.toml allows transformers>=4.57
+OLDEST_TRANSFORMERS=4.57.6   # the newest 4.x release, and the floor pyproject.toml sets (transformers>=4.57.6)
 # transformers 4.57.6 needs tokenizers <0.23 and huggingface_hub <1.0: the releases it resolved to here.
 pins() {
   sed -e "s/^transformers==.*/transformers==$OLDEST_TRANSFORMERS/" -e "s/^tokenizers==.*/tokenizers==0.22.2/" \
