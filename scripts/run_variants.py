@@ -75,8 +75,10 @@ def run_one(md: Path, kernel: str) -> dict:
         NotebookClient(notebook, timeout=1200, kernel_name=kernel,
                        resources={"metadata": {"path": str(md.parent)}}).execute()
     except CellExecutionError as exc:
-        lines = [line for line in str(exc).splitlines() if line.strip()]
-        error = lines[-1][:300] if lines else repr(exc)
+        import re
+        lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in str(exc).splitlines() if line.strip()]
+        where = [line.strip() for line in lines if line.lstrip().startswith("---->")]
+        error = (lines[-1] + (f" at {where[-1]}" if where else ""))[:300] if lines else repr(exc)
     return {"ok": error is None, "seconds": round(time.perf_counter() - start, 1), "error": error}
 
 
