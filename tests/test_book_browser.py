@@ -97,7 +97,7 @@ def test_chapter_1_prose_carries_glued_numbers_and_links(browser):
     assert not errors, errors
 
 
-@pytest.mark.parametrize("relative", ["book/intro.html", "book/glossary.html", "book/bibliography.html",
+@pytest.mark.parametrize("relative", ["book/intro.html", "book/numbers.html", "book/glossary.html", "book/bibliography.html",
                                       "book/reproducibility.html"])
 def test_back_matter_pages_load_without_errors(browser, relative):
     page, errors, refused = open_page(browser, relative)
