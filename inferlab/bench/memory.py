@@ -48,23 +48,29 @@ DEFAULT_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
-class ReadBandwidth:
-    """The timings of :func:`measure_read_bandwidth` and what they read (Chapter 2)."""
+class TimedRead:
+    """Repeated timings of one pass that reads ``bytes_read`` bytes (Chapter 2)."""
 
     bytes_read: int
     seconds: tuple[float, ...]
     threads: int
-    operation: str = "torch.sum over a contiguous float32 tensor"
 
     @property
     def median_s(self) -> float:
-        """The median time of one read of the whole tensor (Chapter 2)."""
+        """The median time of one pass (Chapter 2)."""
         return statistics.median(self.seconds)
 
     @property
     def bytes_per_s(self) -> float:
         """Bytes read per second, at the median time (Chapter 2)."""
         return self.bytes_read / self.median_s
+
+
+@dataclass(frozen=True)
+class ReadBandwidth(TimedRead):
+    """The timings of :func:`measure_read_bandwidth` and what they read (Chapter 2)."""
+
+    operation: str = "torch.sum over a contiguous float32 tensor"
 
     @property
     def best_bytes_per_s(self) -> float:
@@ -121,23 +127,13 @@ def measure_read_bandwidth(n_bytes: int | None = None, repeats: int = 7, threads
 
 
 @dataclass(frozen=True)
-class MatvecSweep:
-    """The timings of :func:`measure_matvec_sweep`: one-row products with every weight matrix (Chapter 2)."""
+class MatvecSweep(TimedRead):
+    """The timings of :func:`measure_matvec_sweep`: one-row products with every weight matrix (Chapter 2).
 
-    bytes_read: int
-    seconds: tuple[float, ...]
-    threads: int
+    One pass is a sweep over all the matrices; ``bytes_read`` is their weight bytes.
+    """
+
     matrices: int
-
-    @property
-    def median_s(self) -> float:
-        """The median time of one sweep over all the matrices (Chapter 2)."""
-        return statistics.median(self.seconds)
-
-    @property
-    def bytes_per_s(self) -> float:
-        """Weight bytes read per second, at the median sweep (Chapter 2)."""
-        return self.bytes_read / self.median_s
 
 
 def measure_matvec_sweep(model, repeats: int = 7, threads: int | None = None) -> MatvecSweep:
