@@ -28,6 +28,17 @@ LLAMA = dict(family="llama", vocab=10, hidden=32, layers=1, heads=4, kv_heads=4,
              context=8, tied=True)
 
 
+@pytest.fixture
+def bundled_gguf() -> Path:
+    """The GGUF file of the bundled model, or a skip where its package is not installed."""
+    from inferlab.models.loaders import smollm2_gguf
+
+    try:
+        return smollm2_gguf()
+    except InferlabError as error:
+        pytest.skip(f"bundled GGUF unavailable: {error}")
+
+
 @pytest.mark.parametrize("name, total", PUBLISHED.items())
 def test_formula_matches_published_totals(name, total):
     assert count_parameters(PRESETS[name]) == total
@@ -217,14 +228,10 @@ def test_checkers_accept_right_and_reject_wrong_answers():
 
 
 @pytest.mark.slow
-def test_gguf_metadata_and_tensor_tables_of_the_bundled_file():
-    from inferlab.models.loaders import smollm2_gguf
+def test_gguf_metadata_and_tensor_tables_of_the_bundled_file(bundled_gguf):
     from inferlab.analysis.sizing import gguf_metadata_bytes, gguf_tensor_types
 
-    try:
-        path = smollm2_gguf()
-    except InferlabError as error:
-        pytest.skip(f"bundled GGUF unavailable: {error}")
+    path = bundled_gguf
     from inferlab.analysis.sizing import gguf_reader
 
     reader = gguf_reader(path)  # one parse serves both tables
@@ -281,14 +288,8 @@ def test_page_cache_residency_refuses_what_the_kernel_would_not_report(tmp_path,
 
 
 @pytest.mark.slow
-def test_fresh_process_gguf_load_times_the_stages_inside_it():
-    from inferlab.models.loaders import smollm2_gguf
-
-    try:
-        path = smollm2_gguf()
-    except InferlabError as error:
-        pytest.skip(f"bundled GGUF unavailable: {error}")
-    timing = time_load_in_fresh_process("gguf", path, model_type="llama")
+def test_fresh_process_gguf_load_times_the_stages_inside_it(bundled_gguf):
+    timing = time_load_in_fresh_process("gguf", bundled_gguf, model_type="llama")
     assert timing.parameters == PUBLISHED["smollm2-135m"]
     stages = timing.stages
     if "load_gguf_checkpoint_s" not in stages:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +47,22 @@ DATASHEET_MEMORY: dict[str, float] = {
 #: Smallest size of the tensor read: 256 MiB. :func:`read_size_for_cache` raises it to eight times
 #: the last-level cache where that cache is larger than 32 MiB, so that the reads come from memory.
 DEFAULT_BYTES = 256 * 2**20
+
+
+@contextmanager
+def _thread_count(threads: int | None) -> Iterator[None]:
+    """Run the block with ``threads`` intra-op threads (None: as set), then restore the count."""
+    import torch
+
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @dataclass(frozen=True)
@@ -106,12 +124,7 @@ def measure_read_bandwidth(n_bytes: int | None = None, repeats: int = 7, threads
         raise ValueError(f"n_bytes must be at least 4 (one float32), got {n_bytes}")
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
-    before = torch.get_num_threads()
-    if threads is not None:
-        if threads < 1:
-            raise ValueError(f"threads must be at least 1, got {threads}")
-        torch.set_num_threads(threads)
-    try:
+    with _thread_count(threads):
         x = torch.full((n_bytes // 4,), 1.0, dtype=torch.float32)
         x.sum()
         seconds = []
@@ -121,8 +134,6 @@ def measure_read_bandwidth(n_bytes: int | None = None, repeats: int = 7, threads
             seconds.append(time.perf_counter() - start)
         used = torch.get_num_threads()
         bytes_read = x.numel() * x.element_size()
-    finally:
-        torch.set_num_threads(before)
     return ReadBandwidth(bytes_read, tuple(seconds), used)
 
 
@@ -166,23 +177,15 @@ def measure_matvec_sweep(model, repeats: int = 7, threads: int | None = None) ->
             products.append((torch.mm, torch.ones(1, weight.shape[0], dtype=weight.dtype), weight))
     if not products:
         raise ValueError("the model has no weight matrices to multiply by")
-    before = torch.get_num_threads()
-    if threads is not None:
-        if threads < 1:
-            raise ValueError(f"threads must be at least 1, got {threads}")
-        torch.set_num_threads(threads)
-    try:
+    with _thread_count(threads), torch.inference_mode():
         seconds = []
-        with torch.inference_mode():
-            for repeat in range(repeats + 1):
-                start = time.perf_counter()
-                for op, x, weight in products:
-                    op(x, weight)
-                if repeat:  # the first sweep is the warm-up
-                    seconds.append(time.perf_counter() - start)
+        for repeat in range(repeats + 1):
+            start = time.perf_counter()
+            for op, x, weight in products:
+                op(x, weight)
+            if repeat:  # the first sweep is the warm-up
+                seconds.append(time.perf_counter() - start)
         used = torch.get_num_threads()
-    finally:
-        torch.set_num_threads(before)
     return MatvecSweep(sum(w.numel() * w.element_size() for _, _, w in products), tuple(seconds), used, len(products))
 
 
