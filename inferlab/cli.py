@@ -55,6 +55,18 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--stream", action="store_true", help="print text as it is produced")
     gen.add_argument("--json", action="store_true", help="print the full records as JSON")
     sub.add_parser("models", help="list the model names the lab knows")
+    bench = sub.add_parser("bench", help="benchmarks with comparable records (Chapter 7)")
+    bench_sub = bench.add_subparsers(dest="bench_command", required=True, parser_class=_Parser)
+    run = bench_sub.add_parser("run", help="take the book's benchmark suite on this machine and save the record")
+    run.add_argument("--out", required=True, help="where to write the JSON record")
+    run.add_argument("--model", default="default", help="a registered model name (default: the default model)")
+    run.add_argument("--threads", type=int, nargs="+", default=[1], help="thread counts to measure (default 1)")
+    run.add_argument("--repeats", type=int, default=9, help="timed repetitions per measurement (at least 6)")
+    run.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda where present)")
+    compare = bench_sub.add_parser("compare", help="set two benchmark records side by side, with their noise")
+    compare.add_argument("mine", help="your record (from: inferlab bench run)")
+    compare.add_argument("theirs", help="the record to compare with, e.g. data/ch07_bench_record.json")
+    compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
     return parser
 
 
@@ -138,11 +150,35 @@ def _models() -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from inferlab.bench.harness import BenchRecord, compare, context_differences, format_comparison
+
+    if args.bench_command == "run":
+        if args.repeats < 6:
+            raise BadRequest(f"--repeats must be at least 6 for a 95% interval around a median, got {args.repeats}")
+        if min(args.threads) < 1:
+            raise BadRequest(f"--threads must be at least 1, got {args.threads}")
+        from inferlab.bench.suite import run_suite
+
+        path = run_suite(args.model, args.threads, args.repeats, args.device).save(args.out)
+        print(f"saved {path}")
+        return 0
+    mine, theirs = BenchRecord.load(args.mine), BenchRecord.load(args.theirs)
+    rows, differences = compare(mine, theirs), context_differences(mine, theirs)
+    if args.json:
+        print(json.dumps({"rows": [vars(r) for r in rows],
+                          "differences": {k: list(v) for k, v in differences.items()}}, indent=2, default=str))
+    else:
+        print(format_comparison(rows, differences))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; bad input prints ``inferlab: error: ...`` and returns 2 (Chapter 1)."""
     try:
         args = build_parser().parse_args(argv)
-        return _models() if args.command == "models" else _generate(args)
+        commands = {"models": lambda: _models(), "bench": lambda: _bench(args), "generate": lambda: _generate(args)}
+        return commands[args.command]()
     except InferlabError as error:
         print(f"inferlab: error: {error}", file=sys.stderr)
         return 2

@@ -36,3 +36,19 @@ class StageClock:
         yield
         synchronize(self.device)
         self.timings.append(StageTiming(name, self.clock() - start, step))
+
+
+@contextmanager
+def intra_op_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with ``threads`` PyTorch intra-op threads (None: as set), then restore the count (Chapter 7)."""
+    import torch
+
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -17,10 +17,10 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from inferlab.timing import intra_op_threads
 
 #: Datasheet memory bandwidth of some accelerators, in bytes per second (Chapter 2). Each is the
 #: vendor's figure for the named part: NVIDIA T4 datasheet (16 GB GDDR6, 320 GB/s); NVIDIA A100
@@ -47,22 +47,6 @@ DATASHEET_MEMORY: dict[str, float] = {
 #: Smallest size of the tensor read: 256 MiB. :func:`read_size_for_cache` raises it to eight times
 #: the last-level cache where that cache is larger than 32 MiB, so that the reads come from memory.
 DEFAULT_BYTES = 256 * 2**20
-
-
-@contextmanager
-def _thread_count(threads: int | None) -> Iterator[None]:
-    """Run the block with ``threads`` intra-op threads (None: as set), then restore the count."""
-    import torch
-
-    if threads is not None and threads < 1:
-        raise ValueError(f"threads must be at least 1, got {threads}")
-    before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @dataclass(frozen=True)
@@ -124,7 +108,7 @@ def measure_read_bandwidth(n_bytes: int | None = None, repeats: int = 7, threads
         raise ValueError(f"n_bytes must be at least 4 (one float32), got {n_bytes}")
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
-    with _thread_count(threads):
+    with intra_op_threads(threads):
         x = torch.full((n_bytes // 4,), 1.0, dtype=torch.float32)
         x.sum()
         seconds = []
@@ -177,7 +161,7 @@ def measure_matvec_sweep(model, repeats: int = 7, threads: int | None = None) ->
             products.append((torch.mm, torch.ones(1, weight.shape[0], dtype=weight.dtype), weight))
     if not products:
         raise ValueError("the model has no weight matrices to multiply by")
-    with _thread_count(threads), torch.inference_mode():
+    with intra_op_threads(threads), torch.inference_mode():
         seconds = []
         for repeat in range(repeats + 1):
             start = time.perf_counter()
