@@ -308,9 +308,12 @@ class Comparison:
     verdict: str  #: "slower", "faster" or "within noise"
 
 
-#: Provenance fields whose difference explains a difference of speed; :func:`compare` lists them.
-CONTEXT_FIELDS = ("processor", "physical_cores", "logical_cores", "instruction_sets", "memory_bytes",
-                  "device", "threads", "torch", "transformers", "python", "model", "revision", "dtype")
+#: Provenance fields whose difference explains a difference of speed; :func:`compare` lists them. The
+#: machine's fields are those of :func:`inferlab.provenance.machine_facts` (processor identity, CPUs,
+#: matmul features, memory); ``sha256`` identifies weights that have no hub revision.
+CONTEXT_FIELDS = ("processor", "cpu_family", "cpu_model", "stepping", "physical_cores", "logical_cpus",
+                  "usable_cpus", "matmul_features", "torch_cpu_capability", "memory_bytes", "platform",
+                  "device", "threads", "torch", "transformers", "python", "model", "revision", "sha256", "dtype")
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
