@@ -67,6 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("mine", help="your record (from: inferlab bench run)")
     compare.add_argument("theirs", help="the record to compare with, e.g. data/ch07_bench_record.json")
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    from inferlab.bench.decode import add_decode_arguments
+
+    add_decode_arguments(bench_sub.add_parser(
+        "decode", help="the engine's fastest CPU decode against transformers' generate (Chapter 10)"))
     return parser
 
 
@@ -153,6 +157,10 @@ def _models() -> int:
 def _bench(args: argparse.Namespace) -> int:
     from inferlab.bench.harness import BenchRecord, compare, context_differences, format_comparison
 
+    if args.bench_command == "decode":
+        from inferlab.bench.decode import run_decode
+
+        return run_decode(args)
     if args.bench_command == "run":
         if args.repeats < 6:
             raise BadRequest(f"--repeats must be at least 6 for a 95% interval around a median, got {args.repeats}")

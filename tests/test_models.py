@@ -159,12 +159,19 @@ def test_grouped_attention_equals_repeated_heads():
         causal_attention(q, k[:, :1].expand(2, 4, 9, 8), v[:, :1].expand(2, 4, 9, 8))
 
 
-def test_the_cache_seam_waits_for_chapter_9(tiny_models):
+def test_the_cache_seam_refuses_positions_that_do_not_continue_the_cache(tiny_models):
     native = native_from_hf(tiny_models["gpt2"])
-    assert native.new_cache() is None
     assert (native.vocab_size, native.max_positions) == (VOCAB, 64)
-    with pytest.raises(UnsupportedModel, match="Chapter 9"):
-        native(random_ids(1, 4, seed=0), cache=object())
+    cache = native.new_cache()
+    with torch.inference_mode():
+        native(random_ids(1, 4, seed=0), cache=cache)  # positions 0..3
+        with pytest.raises(UnsupportedModel, match="positions 4..4"):
+            native(random_ids(1, 1, seed=1), torch.tensor([7]), cache=cache)  # a gap after position 3
+    assert cache.length == 4
+    with pytest.raises(UnsupportedModel, match="max_length"):
+        native.new_cache(static=True, max_length=65)  # longer than the context
+    with pytest.raises(UnsupportedModel, match="dynamic cache grows"):
+        native.new_cache(max_length=8)
 
 
 def test_unsupported_configs_shapes_and_state_dicts_are_refused(tiny_models):

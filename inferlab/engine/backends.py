@@ -2,8 +2,9 @@
 
 The engine needs three things from a backend: a tokenizer (``tokenize``, ``convert_tokens_to_ids``,
 ``decode``), a model with the seam of :class:`inferlab.engine.runner.CausalLM`, and the ids that end
-a sequence. The three backends of the book run three forward passes; everything around the forward
-pass is the same engine, which is what makes their tokens and timings comparable.
+a sequence. The backends of the book run different forward passes (Chapter 10 adds a decode-optimised
+one); everything around the forward pass is the same engine, which is what makes their tokens and
+timings comparable.
 """
 from __future__ import annotations
 
@@ -78,3 +79,23 @@ def native_backend(loaded: LoadedModel, last_only: bool = True) -> Backend:
                    tokenizer=loaded.tokenizer, eos_token_ids=end_of_sequence_ids(loaded), device=loaded.device,
                    provenance={"backend": "native (inferlab.models)", **loaded.provenance.to_dict()},
                    last_only=last_only)
+
+
+def decode_backend(loaded: LoadedModel, layout: str = "in_out", compiled: bool = False) -> Backend:
+    """The decode-optimised native model of Chapter 10 on a copy of the same weights (Chapter 10).
+
+    ``layout`` is one of :data:`inferlab.models.decode.LAYOUTS`; ``compiled`` compiles its
+    single-position step with ``torch.compile`` (use ``layout="streamed"``, which only pays compiled,
+    and compile again after changing the thread count). Run it with ``Engine(..., kv_cache="static")``.
+    """
+    from inferlab.models.build import native_from_hf
+    from inferlab.models.decode import compile_decode, decode_optimised
+
+    model = decode_optimised(native_from_hf(loaded.model), layout)
+    if compiled:
+        compile_decode(model)
+    suffix = f"{layout} layout{', compiled' if compiled else ''}"
+    return Backend(name=f"native decode-optimised ({loaded.name}, {suffix})", model=model,
+                   tokenizer=loaded.tokenizer, eos_token_ids=end_of_sequence_ids(loaded), device=loaded.device,
+                   provenance={"backend": f"native decode-optimised (inferlab.models.decode), {suffix}",
+                               **loaded.provenance.to_dict()})

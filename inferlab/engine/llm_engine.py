@@ -39,13 +39,15 @@ class Engine:
     ``threads`` sets PyTorch's intra-op thread count while the engine works and restores the
     previous count afterwards (changing it costs milliseconds, so it is set once per ``generate`` or
     ``stream``, not per step). ``kv_cache`` keeps the model's KV cache between steps, for models that
-    keep one (Chapter 9 explains it); without it every step recomputes every position.
+    keep one (Chapter 9 explains it): True for the model's own (growing) cache, ``"static"`` for a
+    preallocated one sized to the request's prompt and token budget; without it (False) every step
+    recomputes every position.
     ``detokenizer`` makes each sequence's detokenizer from the tokenizer's ``decode`` and the prompt
     ids: :class:`IncrementalDetokenizer` by default, or :class:`FullDecodeDetokenizer` (the plain path
     that decodes every id at every step), so that the two can be timed in the same loop.
     """
 
-    def __init__(self, backend: Backend, threads: int | None = None, kv_cache: bool = False,
+    def __init__(self, backend: Backend, threads: int | None = None, kv_cache: bool | str = False,
                  detokenizer: Callable[[Callable[[list[int]], str], Seq[int]], Any] = IncrementalDetokenizer):
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise BadRequest(f"threads must be a whole number of at least 1, got {threads!r}")

@@ -5,7 +5,8 @@ logits``: the toy, transformers' forward pass and the native forward of Chapter 
 turns the scheduled sequences into that call and returns float32 logits of each sequence's last
 position. With ``kv_cache`` (for models that keep one), it feeds only each sequence's newest token
 and lets the model extend the cache; otherwise it feeds every position again, the baseline of
-Chapter 1. Chapter 9 gives the native models a cache; Part III teaches the runner to batch
+Chapter 1. Chapter 9 gives the native models a cache, dynamic or static (``kv_cache="static"``:
+one preallocated for the request's prompt and budget); Part III teaches the runner to batch
 sequences of different requests.
 """
 from __future__ import annotations
@@ -33,13 +34,32 @@ class CausalLM(Protocol):
         ...
 
 
+#: The runner's ``kv_cache`` settings: none, the model's own (growing) cache, or a preallocated one
+#: from ``model.new_cache(static=True, max_length=n)``, which the native models offer (Chapter 9).
+KV_CACHE_SETTINGS = (False, True, "static")
+
+
+def _has_static_cache(model: CausalLM) -> bool:
+    """Whether ``model.new_cache(static=True, max_length=n)`` gives a cache (Chapter 9)."""
+    try:
+        return model.new_cache(static=True, max_length=1) is not None  # type: ignore[call-arg]
+    except TypeError:  # a new_cache() that takes no arguments
+        return False
+
+
 class ModelRunner:
     """Runs a :class:`CausalLM` on scheduled sequences and returns last-position logits (Chapter 6)."""
 
-    def __init__(self, model: CausalLM, device: str = "cpu", last_only: bool = True, kv_cache: bool = False):
+    def __init__(self, model: CausalLM, device: str = "cpu", last_only: bool = True, kv_cache: bool | str = False):
+        if kv_cache not in KV_CACHE_SETTINGS:
+            raise BadRequest(f"kv_cache must be one of {KV_CACHE_SETTINGS}, got {kv_cache!r}")
         if kv_cache and model.new_cache() is None:
-            raise BadRequest(f"kv_cache=True needs a model that keeps a KV cache; {type(model).__name__} "
-                             "keeps none (the native models gain one in Chapter 9)")
+            raise BadRequest(f"kv_cache={kv_cache!r} needs a model that keeps a KV cache; {type(model).__name__} "
+                             "keeps none")
+        if kv_cache == "static" and not _has_static_cache(model):
+            raise BadRequest(f"kv_cache='static' needs a model with a static KV cache (new_cache(static=True, "
+                             f"max_length=n)), such as the native models of Chapter 9; {type(model).__name__} "
+                             "has none")
         self.model = model
         self.device = device
         self.last_only = last_only
@@ -87,7 +107,7 @@ class ModelRunner:
         keep = [i for i, s in enumerate(self._cached) if s in sequences]
         reusable = self._cache is not None and self._cached_length == length - 1 and len(keep) == len(sequences)
         if not reusable:  # a new request: start an empty cache and feed every position once
-            self._cache, self._cached_length = self.model.new_cache(), 0
+            self._cache, self._cached_length = self._new_cache(sequences[0]), 0
             self._cached = list(sequences)
             if len(sequences) > 1 and all(s.ids == sequences[0].ids for s in sequences[1:]):
                 return self._prefill_shared(sequences)
@@ -101,6 +121,13 @@ class ModelRunner:
         self._cached_length = length
         order = {id(s): i for i, s in enumerate(self._cached)}
         return logits[[order[id(s)] for s in sequences]]
+
+    def _new_cache(self, sequence: Sequence) -> Any:
+        """The model's empty cache; a static one holds the request's prompt and whole budget (Chapter 9)."""
+        if self.kv_cache != "static":
+            return self.model.new_cache()
+        needed = len(sequence.prompt_ids) + sequence.params.max_new_tokens
+        return self.model.new_cache(static=True, max_length=needed)  # type: ignore[call-arg]
 
     def _prefill_shared(self, sequences: list[Sequence]) -> Any:
         """The samples of one request share their prompt: run it once, then copy its cache to every row (Chapter 6)."""

@@ -4,17 +4,18 @@ A native model is written in plain PyTorch, is built from a :class:`ModelShape`,
 same logits as the transformers model whose state dict it loads. Subclasses provide ``trunk``
 (embeddings, blocks, final norm) and the LM head weight; this class adds the rest. The forward pass
 checks nothing about its ids and keeps nothing between calls: ids are checked once, when a request
-is admitted (:func:`inferlab.request.check_prompt_ids`), and the KV cache arrives in Chapter 9
-through the ``cache`` argument.
+is admitted (:func:`inferlab.request.check_prompt_ids`), and what a later call needs from an earlier
+one travels in the ``cache`` argument, the KV cache of Chapter 9 (:mod:`inferlab.models.kv_cache`).
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Mapping
 
 import torch
 from torch import nn
 from torch.profiler import record_function
 
+from inferlab.models.kv_cache import DynamicKVCache, KVCache, StaticKVCache
 from inferlab.models.shape import ModelShape, UnsupportedModel
 
 
@@ -32,31 +33,37 @@ class NativeCausalLM(nn.Module):
         self.shape = shape
         self.vocab_size, self.max_positions = shape.vocab, shape.context
 
-    def trunk(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Hidden states after the final norm, [batch, seq, hidden] (Chapter 4)."""
+    def trunk(self, input_ids: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """Hidden states after the final norm, [batch, seq, hidden]; each layer extends ``cache`` (Chapters 4, 9)."""
         raise NotImplementedError
 
     def lm_head_weight(self) -> torch.Tensor:
         """The [vocab, hidden] matrix of the LM head; the token embedding when tied (Chapter 4)."""
         raise NotImplementedError
 
-    def new_cache(self) -> None:
-        """No KV cache yet: the native models recompute every position until Chapter 9 (Chapter 4)."""
-        return None
+    def new_cache(self, static: bool = False, max_length: int | None = None) -> KVCache:
+        """An empty KV cache: dynamic, or static with ``max_length`` positions (the context if None) (Chapter 9)."""
+        if not static:
+            if max_length is not None:
+                raise UnsupportedModel("max_length sizes a static cache; a dynamic cache grows as it needs")
+            return DynamicKVCache(self.shape.layers)
+        length = self.max_positions if max_length is None else max_length
+        if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= self.max_positions:
+            raise UnsupportedModel(f"a static cache of this model holds 1 to {self.max_positions} positions, "
+                                   f"got max_length={max_length!r}")
+        return StaticKVCache(self.shape.layers, length)
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor | None = None, cache: Any = None,
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor | None = None, cache: KVCache | None = None,
                 last_only: bool = False) -> torch.Tensor:
-        """Logits [batch, seq, vocab], or [batch, 1, vocab] of the last position with ``last_only`` (Chapter 4).
+        """Logits [batch, seq, vocab], or [batch, 1, vocab] of the last position with ``last_only`` (Chapters 4, 9).
 
         ``positions`` are the absolute positions of the ids, [batch, seq] or [seq]; None means
-        0 .. seq-1. ``cache`` is the seam of Chapter 9's KV cache and must be None until then.
+        0 .. seq-1, or with a ``cache`` the positions after the cached ones. With a cache (from
+        :meth:`new_cache`) every layer stores the new keys and values in it and attends over all
+        the cached ones, so a call feeds only the ids the cache has not seen.
         """
-        if cache is not None:
-            raise UnsupportedModel("the native models keep no KV cache until Chapter 9; pass cache=None "
-                                   "and the whole sequence")
-        if positions is None:
-            positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        hidden = self.trunk(input_ids, positions)
+        positions = cache_positions(input_ids, positions, cache)
+        hidden = self.trunk(input_ids, positions, cache)
         with record_function("lm_head"):
             if last_only:  # one row per sequence through the LM head, kept 3-D: [batch, 1, vocab]
                 return (hidden[:, -1, :] @ self.lm_head_weight().T).unsqueeze(1)
@@ -67,32 +74,53 @@ class NativeCausalLM(nn.Module):
         return self(input_ids, last_only=True)[:, -1]
 
 
-def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                     positions: torch.Tensor | None = None) -> torch.Tensor:
-    """Scaled dot-product attention with a causal mask; K/V heads shared by groups of query heads (Chapter 4).
+def cache_positions(input_ids: torch.Tensor, positions: torch.Tensor | None, cache: KVCache | None) -> torch.Tensor:
+    """The ids' positions: as given, else 0 .. seq-1, or after the cached ones; refuse a gap or overlap (Chapter 9).
 
-    q is [batch, heads, seq, head_dim]; k and v are [batch, kv_heads, seq, head_dim], where
+    A cache keeps position ``i`` in slot ``i``, so the new ids must continue at ``cache.length``.
+    """
+    seq = input_ids.shape[1]
+    if cache is None:
+        return torch.arange(seq, device=input_ids.device) if positions is None else positions
+    start = cache.length
+    expected = torch.arange(start, start + seq, device=input_ids.device)
+    if positions is None:
+        return expected
+    if not bool((positions == expected).all()):
+        raise UnsupportedModel(f"the cache holds positions 0..{start - 1}, so the {seq} new ids must have positions "
+                               f"{start}..{start + seq - 1}")
+    return positions
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor | None = None,
+                     key_positions: torch.Tensor | None = None) -> torch.Tensor:
+    """Scaled dot-product attention with a causal mask; K/V heads shared by groups of query heads (Chapters 4, 9).
+
+    q is [batch, heads, seq, head_dim]; k and v are [batch, kv_heads, keys, head_dim], where
     kv_heads divides heads (1 for multi-query, heads for multi-head, in between for grouped-query).
     The query heads of one group are folded into the rows of one matrix product, so the shared
     keys and values are used in place, never copied. ``positions`` ([seq] or [batch, seq], None
-    for 0 .. seq-1) are the queries' absolute positions, and without a cache also the keys': a key
-    at a later position than the query is masked.
+    for 0 .. seq-1) are the queries' absolute positions; ``key_positions`` ([keys]) are the keys',
+    the queries' own when None (no cache), ``0 .. keys-1`` with a cache (Chapter 9), where there
+    are more keys than queries. A key at a later position than its query is masked.
     """
     batch, heads, seq, head_dim = q.shape
-    kv_heads = k.shape[1]
+    kv_heads, keys = k.shape[1], k.shape[2]
     if heads % kv_heads:
         raise UnsupportedModel(f"{heads} query heads cannot share {kv_heads} key/value heads evenly")
     with record_function("scores"):
         grouped = q.reshape(batch, kv_heads, heads // kv_heads * seq, head_dim)
-        scores = (grouped @ k.transpose(-2, -1)).view(batch, heads, seq, seq)
+        scores = (grouped @ k.transpose(-2, -1)).view(batch, heads, seq, keys)
     with record_function("softmax"):
         if positions is None:
             positions = torch.arange(seq, device=q.device)
-        future = (positions.unsqueeze(-2) > positions.unsqueeze(-1)).unsqueeze(-3)  # [(batch,) 1, seq, seq]
+        if key_positions is None:
+            key_positions = positions
+        future = (key_positions.unsqueeze(-2) > positions.unsqueeze(-1)).unsqueeze(-3)  # [(batch,) 1, seq, keys]
         scores = (scores * head_dim**-0.5).masked_fill(future, float("-inf"))
         probs = torch.softmax(scores, dim=-1)
     with record_function("context"):
-        grouped = probs.reshape(batch, kv_heads, heads // kv_heads * seq, seq)
+        grouped = probs.reshape(batch, kv_heads, heads // kv_heads * seq, keys)
         return (grouped @ v).view(batch, heads, seq, head_dim)
 
 

@@ -14,6 +14,7 @@ from torch import nn
 from torch.profiler import record_function
 
 from inferlab.models.base import NativeCausalLM, causal_attention, copy_into, tied_head_check
+from inferlab.models.kv_cache import KVCache
 from inferlab.models.shape import ModelShape, UnsupportedModel
 
 #: transformers' GPT-2 activation names, as the ``approximate`` argument of ``F.gelu``.
@@ -23,8 +24,9 @@ GELUS = {"gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu": "none"}
 class GPT2Block(nn.Module):
     """One pre-norm GPT-2 block: x + attn(ln_1(x)), then x + mlp(ln_2(x)) (Chapter 4)."""
 
-    def __init__(self, hidden: int, heads: int, inner: int, eps: float, gelu: str) -> None:
+    def __init__(self, index: int, hidden: int, heads: int, inner: int, eps: float, gelu: str) -> None:
         super().__init__()
+        self.index = index  # which layer of a KV cache this block extends (Chapter 9)
         self.heads, self.gelu = heads, gelu
         self.ln_1 = nn.LayerNorm(hidden, eps=eps)
         self.c_attn = nn.Linear(hidden, 3 * hidden)  # query, key and value in one matrix
@@ -33,21 +35,25 @@ class GPT2Block(nn.Module):
         self.c_fc = nn.Linear(hidden, inner)
         self.mlp_proj = nn.Linear(inner, hidden)
 
-    def attention(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Multi-head causal self-attention of GPT-2 (Chapter 4)."""
+    def attention(self, x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """Multi-head causal self-attention of GPT-2, over the cached keys too (Chapters 4, 9)."""
         batch, seq, hidden = x.shape
         with record_function("attn_proj"):
             q, k, v = self.c_attn(x).split(hidden, dim=-1)
             q, k, v = (t.view(batch, seq, self.heads, -1).transpose(1, 2) for t in (q, k, v))
-        y = causal_attention(q, k, v, positions)
+        key_positions = None
+        if cache is not None:
+            k, v = cache.update(k, v, self.index)
+            key_positions = torch.arange(k.shape[2], device=k.device)
+        y = causal_attention(q, k, v, positions, key_positions)
         with record_function("attn_proj"):
             return self.c_proj(y.transpose(1, 2).reshape(batch, seq, hidden))
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Apply the block to hidden states [batch, seq, hidden] at the given positions (Chapter 4)."""
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """Apply the block to hidden states [batch, seq, hidden] at the given positions (Chapters 4, 9)."""
         with record_function("norm"):
             h = self.ln_1(x)
-        h = self.attention(h, positions)
+        h = self.attention(h, positions, cache)
         with record_function("residual"):
             x = x + h
         with record_function("norm"):
@@ -70,17 +76,17 @@ class GPT2(NativeCausalLM):
         self.wte = nn.Embedding(shape.vocab, shape.hidden)
         self.wpe = nn.Embedding(shape.positions, shape.hidden)
         self.blocks = nn.ModuleList(
-            GPT2Block(shape.hidden, shape.heads, shape.intermediate, shape.norm_eps, GELUS[shape.activation])
-            for _ in range(shape.layers)
+            GPT2Block(index, shape.hidden, shape.heads, shape.intermediate, shape.norm_eps, GELUS[shape.activation])
+            for index in range(shape.layers)
         )
         self.ln_f = nn.LayerNorm(shape.hidden, eps=shape.norm_eps)
 
-    def trunk(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Token plus learned position embeddings, the blocks, the final LayerNorm (Chapter 4)."""
+    def trunk(self, input_ids: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """Token plus learned position embeddings, the blocks, the final LayerNorm (Chapters 4, 9)."""
         with record_function("embedding"):
             x = self.wte(input_ids) + self.wpe(positions)
         for block in self.blocks:
-            x = block(x, positions)
+            x = block(x, positions, cache)
         with record_function("norm"):
             return self.ln_f(x)
 

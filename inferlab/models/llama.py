@@ -14,6 +14,7 @@ from torch import nn
 from torch.profiler import record_function
 
 from inferlab.models.base import NativeCausalLM, causal_attention, copy_into, tied_head_check
+from inferlab.models.kv_cache import KVCache
 from inferlab.models.shape import ModelShape, UnsupportedModel
 
 
@@ -55,8 +56,10 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 class LlamaBlock(nn.Module):
     """One Llama block: x + attn(rmsnorm(x)), then x + swiglu(rmsnorm(x)) (Chapter 4)."""
 
-    def __init__(self, hidden: int, heads: int, kv_heads: int, head_dim: int, inner: int, eps: float) -> None:
+    def __init__(self, index: int, hidden: int, heads: int, kv_heads: int, head_dim: int, inner: int,
+                 eps: float) -> None:
         super().__init__()
+        self.index = index  # which layer of a KV cache this block extends (Chapter 9)
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.input_layernorm = RMSNorm(hidden, eps)
         self.q_proj = nn.Linear(hidden, heads * head_dim, bias=False)
@@ -68,8 +71,9 @@ class LlamaBlock(nn.Module):
         self.up_proj = nn.Linear(hidden, inner, bias=False)
         self.down_proj = nn.Linear(inner, hidden, bias=False)
 
-    def attention(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Grouped-query causal self-attention with rotary positions (Chapter 4)."""
+    def attention(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
+                  cache: KVCache | None = None) -> torch.Tensor:
+        """Grouped-query causal self-attention with rotary positions, over the cached keys too (Chapters 4, 9)."""
         batch, seq, _ = x.shape
         with record_function("attn_proj"):
             q = self.q_proj(x).view(batch, seq, self.heads, self.head_dim).transpose(1, 2)
@@ -77,15 +81,20 @@ class LlamaBlock(nn.Module):
             v = self.v_proj(x).view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
         with record_function("rope"):
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        y = causal_attention(q, k, v, positions)
+        key_positions = None
+        if cache is not None:  # rotated keys are cached: a key's rotation depends on its own position only
+            k, v = cache.update(k, v, self.index)
+            key_positions = torch.arange(k.shape[2], device=k.device)
+        y = causal_attention(q, k, v, positions, key_positions)
         with record_function("attn_proj"):
             return self.o_proj(y.transpose(1, 2).reshape(batch, seq, self.heads * self.head_dim))
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Apply the block to hidden states [batch, seq, hidden] at the given positions (Chapter 4)."""
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
+                cache: KVCache | None = None) -> torch.Tensor:
+        """Apply the block to hidden states [batch, seq, hidden] at the given positions (Chapters 4, 9)."""
         with record_function("norm"):
             h = self.input_layernorm(x)
-        h = self.attention(h, cos, sin, positions)
+        h = self.attention(h, cos, sin, positions, cache)
         with record_function("residual"):
             x = x + h
         with record_function("norm"):
@@ -105,21 +114,22 @@ class Llama(NativeCausalLM):
         super().__init__(shape)
         self.embed_tokens = nn.Embedding(shape.vocab, shape.hidden)
         self.layers = nn.ModuleList(
-            LlamaBlock(shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.intermediate, shape.norm_eps)
-            for _ in range(shape.layers)
+            LlamaBlock(index, shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.intermediate,
+                       shape.norm_eps)
+            for index in range(shape.layers)
         )
         self.norm = RMSNorm(shape.hidden, shape.norm_eps)
         self.lm_head = None if shape.tied else nn.Linear(shape.hidden, shape.vocab, bias=False)
 
-    def trunk(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Token embeddings, rotary tables for the positions, the blocks, the final RMSNorm (Chapter 4)."""
+    def trunk(self, input_ids: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """Token embeddings, rotary tables for the positions, the blocks, the final RMSNorm (Chapters 4, 9)."""
         with record_function("embedding"):
             x = self.embed_tokens(input_ids)
         with record_function("rope"):
             cos, sin = rope_tables(positions, self.shape.head_dim, self.shape.rope_theta)
             cos, sin = cos.unsqueeze(-3), sin.unsqueeze(-3)  # one table for every head
         for layer in self.layers:
-            x = layer(x, cos, sin, positions)
+            x = layer(x, cos, sin, positions, cache)
         with record_function("norm"):
             return self.norm(x)
 

@@ -1,0 +1,313 @@
+"""Decode speed: the engine's fastest CPU path against transformers' ``generate``, step by step (Chapter 10).
+
+One command, ``python -m inferlab bench decode``, answers Chapter 10's question: at batch 1, in
+float32, greedy, with the same model, prompt, thread count and number of new tokens, how many
+tokens per second does the engine's fastest decode path produce, against transformers' ``generate``
+with its KV cache, and how close does it come to the bandwidth roofline (every weight read once per
+token, at the read bandwidth measured at that thread count)?
+
+Method. The model loads once. For each thread count, every path runs a short untimed request
+(warm-up, and the compilation of the compiled path, timed), then all paths run in turn, ``rounds`` times, the order
+reversed every other round (ABC, CBA, ...) so that a slow drift of the machine falls on every path
+alike; the read bandwidth is measured in every round too. A path's number is its median over the
+rounds; the load average before and after each block tells how busy the machine was. *Decode* speed counts the tokens after the first: (N - 1) / (time of token N - time of
+token 1), the steady state that the roofline bounds; the time to the first token (TTFT, the
+prefill) is reported beside it. transformers runs with ``eos_token_id=None``
+(``GenerationConfig.update`` overwrites every key passed to ``generate``, so no end-of-sequence
+criterion is built) and the engine with ``ignore_eos``: both produce exactly N tokens, and the
+benchmark reports whether they are the same tokens.
+
+The paths are cumulative, so the table shows what each step bought (:data:`STAGES`): the plain
+native model recomputing every position, then a dynamic KV cache, a static one, the
+decode-optimised model (fused projections, fewer small operations), its [in, out] weight layout,
+and ``torch.compile``. Timings on a shared machine are noisy: read ratios, and the spread over the
+rounds that the record keeps.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from inferlab.bench.memory import measure_read_bandwidth
+from inferlab.engine.backends import Backend, end_of_sequence_ids
+from inferlab.engine.llm_engine import Engine
+from inferlab.errors import BadRequest
+from inferlab.models.registry import LoadedModel
+from inferlab.sampling.params import SamplingParams
+
+PROMPT = "An inference engine takes a trained model and a request, and it must turn them into"
+#: New tokens of the untimed warm-up request of each path: enough for a prefill and a decode step.
+WARM_UP_TOKENS = 3
+#: Chapter 10's goal for the fastest path: its speed-up over transformers, its fraction of the roofline.
+GOAL = {"speedup_vs_transformers": 1.5, "roofline_fraction": 0.6}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One path of the ablation: which model copy, which cache, and whether it is compiled (Chapter 10)."""
+
+    name: str
+    layout: str | None  # None: the plain native model; else a layout of inferlab.models.decode.LAYOUTS
+    kv_cache: bool | str
+    compiled: bool = False
+
+
+#: The cumulative steps from the plain native model to the fastest path, in order (Chapter 10).
+STAGES = (
+    Stage("native, no cache", None, False),
+    Stage("+ dynamic KV cache", None, True),
+    Stage("+ static KV cache", None, "static"),
+    Stage("+ fused, fewer ops", "out_in", "static"),
+    Stage("+ [in, out] layout", "in_out", "static"),
+    Stage("+ torch.compile", "streamed", "static", compiled=True),
+)
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One timed generation: its tokens, time to the first token, and seconds per token after it (Chapter 10)."""
+
+    tokens: list[int]
+    ttft_s: float
+    decode_s_per_token: float
+
+
+def _decode_rate(stamps: Sequence[float]) -> float:
+    """Seconds per token after the first, from the times at which each token appeared (Chapter 10)."""
+    return (stamps[-1] - stamps[0]) / (len(stamps) - 1)
+
+
+class _Stamps:
+    """A transformers streamer that notes when each new token arrives (the first call is the prompt)."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.prompt_seen = False
+
+    def put(self, value: Any) -> None:
+        if self.prompt_seen:
+            self.times.append(time.perf_counter())
+        self.prompt_seen = True
+
+    def end(self) -> None:
+        pass
+
+
+def time_transformers(model: Any, prompt_ids: list[int], new_tokens: int) -> Timed:
+    """transformers' ``generate``: greedy, its KV cache, no end-of-sequence stop, exactly N tokens (Chapter 10)."""
+    import torch
+
+    ids = torch.tensor([prompt_ids])
+    stamps = _Stamps()
+    with torch.inference_mode():
+        start = time.perf_counter()
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens, do_sample=False,
+                             use_cache=True, eos_token_id=None, pad_token_id=0, streamer=stamps)
+    tokens = out[0, len(prompt_ids):].tolist()
+    return Timed(tokens, stamps.times[0] - start, _decode_rate(stamps.times))
+
+
+def time_engine(engine: Engine, prompt_ids: list[int], new_tokens: int) -> Timed:
+    """One greedy request through the engine's loop, exactly N tokens, timed at each streamed token (Chapter 10)."""
+    stamps, tokens = [], []
+    for event in engine.stream(prompt_ids, SamplingParams(max_new_tokens=new_tokens, ignore_eos=True)):
+        if event.token_id is not None:
+            stamps.append(event.elapsed_s)
+            tokens.append(event.token_id)
+    return Timed(tokens, stamps[0], _decode_rate(stamps))
+
+
+def stage_backend(loaded: LoadedModel, stage: Stage, native: Any) -> Backend:
+    """The backend of one stage: the plain native model, or a decode-optimised copy of it (Chapter 10)."""
+    from inferlab.models.decode import decode_optimised
+
+    model = native if stage.layout is None else decode_optimised(native, stage.layout)
+    return Backend(name=f"{stage.name} ({loaded.name})", model=model, tokenizer=loaded.tokenizer,
+                   eos_token_ids=end_of_sequence_ids(loaded), device=loaded.device,
+                   provenance={"backend": f"native (inferlab.models), {stage.name}", **loaded.provenance.to_dict()})
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (Chapter 10)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _check(threads: Sequence[int], new_tokens: int, rounds: int, prompt_ids: list[int]) -> None:
+    """Refuse settings the measurement cannot use (Chapter 10)."""
+    usable = usable_cpus()
+    if not threads or any(isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= usable for t in threads):
+        raise BadRequest(f"thread counts must be whole numbers from 1 to {usable} (this machine's CPUs), "
+                         f"got {list(threads)}")
+    if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 2:
+        raise BadRequest(f"new_tokens must be at least 2 (decode speed is timed after the first), got {new_tokens!r}")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise BadRequest(f"rounds must be a whole number of at least 1, got {rounds!r}")
+    if not prompt_ids:
+        raise BadRequest("the prompt has no token ids")
+
+
+def _summary(runs: list[Timed], reference: list[int], weight_bytes: int, bandwidth: float,
+             baseline: float | None) -> dict[str, Any]:
+    """Median decode tokens/s, TTFT, the spread over rounds, tokens, and the roofline fraction of one path."""
+    rates = [1 / r.decode_s_per_token for r in runs]
+    rate = statistics.median(rates)
+    summary = {"decode_tok_s": rate, "decode_tok_s_rounds": rates, "ttft_s": statistics.median(r.ttft_s for r in runs),
+               "tokens_identical": all(r.tokens == reference for r in runs),
+               "roofline_fraction": rate * weight_bytes / bandwidth}
+    if baseline is not None:
+        summary["speedup_vs_transformers"] = rate / baseline
+    return summary
+
+
+def measure_threads(loaded: LoadedModel, stages: Sequence[Stage], backends: Sequence[Backend], threads: int,
+                    prompt_ids: list[int], new_tokens: int, rounds: int, bandwidth_bytes: int | None) -> dict[str, Any]:
+    """One thread count: warm every path up, run them in alternating rounds, summarise (Chapter 10)."""
+    import torch
+
+    from inferlab.analysis.sizing import decode_weight_bytes
+    from inferlab.models.decode import compile_decode
+
+    started = time.perf_counter()
+    torch.set_num_threads(threads)
+    engines = {}
+    for stage, backend in zip(stages, backends):
+        if stage.compiled:
+            torch._dynamo.reset()  # compiled kernels are specialised to the thread count: compile again
+            compile_decode(backend.model)
+        engines[stage.name] = Engine(backend, threads=threads, kv_cache=stage.kv_cache)
+    load_before = os.getloadavg()[0]
+    warm_up_s = {}
+    for name, engine in engines.items():  # the compiled path compiles here
+        start = time.perf_counter()
+        time_engine(engine, prompt_ids, WARM_UP_TOKENS)
+        warm_up_s[name] = time.perf_counter() - start
+    time_transformers(loaded.model, prompt_ids, WARM_UP_TOKENS)
+    paths: dict[str, Callable[[], Timed]] = {
+        "transformers generate": lambda: time_transformers(loaded.model, prompt_ids, new_tokens)}
+    paths.update({name: (lambda e=engine: time_engine(e, prompt_ids, new_tokens)) for name, engine in engines.items()})
+    runs: dict[str, list[Timed]] = {name: [] for name in paths}
+    bandwidths = []
+    for index in range(rounds):
+        for name in (list(paths) if index % 2 == 0 else list(reversed(paths))):
+            runs[name].append(paths[name]())
+        bandwidths.append(measure_read_bandwidth(bandwidth_bytes, repeats=5, threads=threads).bytes_per_s)
+    bandwidth, weight_bytes = statistics.median(bandwidths), decode_weight_bytes(loaded.model)
+    reference = runs["transformers generate"][0].tokens
+    hf = _summary(runs["transformers generate"], reference, weight_bytes, bandwidth, None)
+    rows = {name: _summary(runs[name], reference, weight_bytes, bandwidth, hf["decode_tok_s"]) for name in engines}
+    for stage in stages:
+        if stage.compiled:
+            rows[stage.name]["compile_and_warm_up_s"] = warm_up_s[stage.name]
+    fastest = max(rows, key=lambda name: rows[name]["decode_tok_s"])
+    best = rows[fastest]
+    return {"threads": threads, "load_average_before_after": [load_before, os.getloadavg()[0]],
+            "read_bandwidth_bytes_per_s": bandwidth, "read_bandwidth_rounds": bandwidths,
+            "roofline_tok_s": bandwidth / weight_bytes, "transformers": hf, "paths": rows, "fastest": fastest,
+            "goal_met": best["speedup_vs_transformers"] >= GOAL["speedup_vs_transformers"]
+            and best["roofline_fraction"] >= GOAL["roofline_fraction"] and best["tokens_identical"],
+            "wall_s": time.perf_counter() - started}
+
+
+def measure_decode(loaded: LoadedModel, threads: Sequence[int] = (1,), new_tokens: int = 16, rounds: int = 3,
+                   stages: Sequence[Stage] = STAGES, prompt: str | list[int] = PROMPT,
+                   bandwidth_bytes: int | None = None) -> dict[str, Any]:
+    """Time transformers' ``generate`` and each stage, interleaved, at each thread count; a JSON-able record (Chapter 10).
+
+    ``loaded`` is a float32 model on the CPU (GPT-2 or Llama family). ``prompt`` is text or token
+    ids. ``bandwidth_bytes`` sizes the read-bandwidth measurement (None: at least 256 MiB, see
+    :func:`inferlab.bench.memory.measure_read_bandwidth`). The record names, per thread count, each
+    path's median decode tokens/s, TTFT, speed-up over transformers and fraction of the roofline,
+    whether its tokens equal transformers', and the fastest path; and :data:`GOAL` and whether the
+    fastest path met it.
+    """
+    import torch
+
+    from inferlab.analysis.sizing import decode_weight_bytes
+    from inferlab.models.build import native_from_hf
+
+    started = time.perf_counter()
+    prompt_ids = (list(loaded.tokenizer(prompt, add_special_tokens=False).input_ids) if isinstance(prompt, str)
+                  else list(prompt))
+    _check(threads, new_tokens, rounds, prompt_ids)
+    if loaded.device != "cpu" or next(loaded.model.parameters()).dtype != torch.float32:
+        raise BadRequest("the decode benchmark compares float32 paths on the CPU; load the model with "
+                         "device='cpu', dtype='float32'")
+    native = native_from_hf(loaded.model)
+    backends = [stage_backend(loaded, stage, native) for stage in stages]
+    previous = torch.get_num_threads()
+    try:
+        blocks = [measure_threads(loaded, stages, backends, count, prompt_ids, new_tokens, rounds, bandwidth_bytes)
+                  for count in threads]
+    finally:
+        torch.set_num_threads(previous)
+    return {
+        "benchmark": "decode (Chapter 10)",
+        "model": loaded.name, "dtype": "float32", "device": "cpu", "batch": 1, "decoding": "greedy",
+        "prompt_tokens": len(prompt_ids), "new_tokens": new_tokens, "rounds": rounds,
+        "weight_bytes_per_token": decode_weight_bytes(loaded.model),
+        "method": ("decode tok/s = (N-1) / (time of token N - time of token 1), median over rounds run in "
+                   "alternating order (ABC, CBA, ...) after a short warm-up each; TTFT = time to the first token; "
+                   "roofline tok/s = measured read bandwidth (torch.sum) / weight bytes read per token"),
+        "goal": GOAL, "stages": [stage.name for stage in stages], "results": blocks,
+        "wall_s": time.perf_counter() - started, "provenance": loaded.provenance.to_dict(),
+    }
+
+
+def run_decode_benchmark(model: str = "smollm2-135m", threads: Sequence[int] | None = None, new_tokens: int = 16,
+                         rounds: int = 3, compile: bool = True) -> dict[str, Any]:
+    """Load ``model`` once (float32, CPU) and run :func:`measure_decode` at 1 thread and at all usable cores (Chapter 10)."""
+    from inferlab.models.registry import load_model
+
+    if threads is None:
+        threads = sorted({1, usable_cpus()})
+    stages = STAGES if compile else tuple(s for s in STAGES if not s.compiled)
+    _check(threads, new_tokens, rounds, [0])
+    loaded = load_model(model, device="cpu", dtype="float32")
+    return {**measure_decode(loaded, threads, new_tokens, rounds, stages), "load_s": loaded.load_seconds}
+
+
+def format_decode(record: dict[str, Any]) -> str:
+    """A text table of :func:`measure_decode`'s record: one block per thread count (Chapter 10)."""
+    lines = [f"{record['model']}, float32, batch 1, greedy, {record['prompt_tokens']} prompt tokens + "
+             f"{record['new_tokens']} new, median of {record['rounds']} rounds; decode = tokens after the first"]
+    for block in record["results"]:
+        lines.append("")
+        before, after = block["load_average_before_after"]
+        lines.append(f"{block['threads']} thread(s): read bandwidth {block['read_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s, "
+                     f"roofline {block['roofline_tok_s']:.1f} tok/s; load average {before:.1f} before, {after:.1f} after "
+                     f"({usable_cpus()} CPUs)")
+        lines.append(f"  {'path':<24}{'decode tok/s':>13}{'TTFT ms':>9}{'x HF':>7}{'roofline':>10}{'same tokens':>13}")
+        rows = [("transformers generate", block["transformers"])] + list(block["paths"].items())
+        for name, row in rows:
+            lines.append(f"  {name:<24}{row['decode_tok_s']:>13.1f}{row['ttft_s'] * 1e3:>9.0f}"
+                         f"{row.get('speedup_vs_transformers', 1.0):>7.2f}{row['roofline_fraction']:>10.0%}"
+                         f"{'yes' if row['tokens_identical'] else 'NO':>13}")
+        fastest = block["paths"][block["fastest"]]
+        lines.append(f"  fastest: {block['fastest']}, {fastest['speedup_vs_transformers']:.2f}x transformers, "
+                     f"{fastest['roofline_fraction']:.0%} of the roofline; goal (1.5x, 60 %) "
+                     f"{'met' if block['goal_met'] else 'not met'}")
+    return "\n".join(lines)
+
+
+def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``inferlab bench decode`` (Chapter 10)."""
+    parser.add_argument("--model", default="smollm2-135m", help="a registered model (default smollm2-135m)")
+    parser.add_argument("--threads", type=int, action="append",
+                        help="a thread count to measure (repeatable; default: 1 and all usable cores)")
+    parser.add_argument("--new-tokens", type=int, default=16, help="tokens to generate per run (default 16)")
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds per path (default 3)")
+    parser.add_argument("--no-compile", action="store_true", help="leave out the torch.compile stage")
+    parser.add_argument("--json", action="store_true", help="print the record as JSON")
+
+
+def run_decode(args: argparse.Namespace) -> int:
+    """Run ``inferlab bench decode``: print the table, or the record as JSON with ``--json`` (Chapter 10)."""
+    record = run_decode_benchmark(args.model, args.threads, args.new_tokens, args.rounds, not args.no_compile)
+    print(json.dumps(record, indent=2) if args.json else format_decode(record))
+    return 0

@@ -1,0 +1,196 @@
+"""The decode-optimised models and the decode benchmark's logic, on tiny random models (Chapter 10).
+
+Nothing here asserts a timing. The decode-optimised copies must give the plain native model's
+greedy tokens, and logits within TOL: they run the same float32 arithmetic with the products fused,
+transposed or written as multiply-and-sum, so only the order of summation differs (measured
+differences are about 1e-6 on logits of order one, as for the KV cache in tests/test_kv_cache.py).
+"""
+import json
+
+import pytest
+import torch
+
+from inferlab.bench.decode import STAGES, format_decode, measure_decode
+from inferlab.engine import Engine
+from inferlab.engine.backends import decode_backend
+from inferlab.errors import BadRequest
+from inferlab.models import UnsupportedModel, compile_decode, decode_optimised, native_from_hf
+from inferlab.models.decode import LAYOUTS
+from inferlab.models.registry import LoadedModel
+from inferlab.provenance import Provenance
+from inferlab.sampling.params import SamplingParams
+
+TOL = 1e-4
+VOCAB = 128
+
+
+def random_ids(batch, seq, seed):
+    return torch.randint(0, VOCAB, (batch, seq), generator=torch.Generator().manual_seed(seed))
+
+
+def greedy(model, ids, steps, static):
+    """Prefill, then one id per call through a KV cache; greedy tokens and each step's logits."""
+    cache = model.new_cache(static=True, max_length=ids.shape[1] + steps) if static else model.new_cache()
+    tokens, logits, fed = [], [], ids
+    with torch.inference_mode():
+        for _ in range(steps):
+            last = model(fed, cache=cache, last_only=True)[:, -1]
+            fed = last.argmax(-1, keepdim=True)
+            tokens.append(int(fed))
+            logits.append(last)
+    return tokens, torch.stack(logits)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "gpt2-exact-gelu", "llama", "llama-untied", "llama-mqa", "llama-mha"])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_decode_optimised_logits_equal_the_plain_native_model(tiny_models, name, layout):
+    native = native_from_hf(tiny_models[name])
+    fast = decode_optimised(native, layout)
+    ids = random_ids(2, 11, seed=30)
+    with torch.inference_mode():
+        torch.testing.assert_close(fast(ids), native(ids), rtol=0, atol=TOL)
+        torch.testing.assert_close(fast(ids, last_only=True), native(ids)[:, -1:], rtol=0, atol=TOL)
+        for static in (False, True):
+            cache = fast.new_cache(static=static, max_length=11 if static else None)
+            steps = [fast(ids[:, :6], cache=cache)] + [fast(ids[:, i:i + 1], cache=cache) for i in range(6, 11)]
+            torch.testing.assert_close(torch.cat(steps, dim=1), native(ids), rtol=0, atol=TOL)
+    assert fast.shape == native.shape and fast.lm_head_weight().shape == (VOCAB, native.shape.hidden)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_decode_optimised_greedy_tokens_equal_the_plain_model(tiny_models, name):
+    native = native_from_hf(tiny_models[name])
+    ids = random_ids(1, 7, seed=25)
+    tokens, logits = greedy(native, ids, 20, static=False)
+    for layout in LAYOUTS:
+        fast_tokens, fast_logits = greedy(decode_optimised(native, layout), ids, 20, static=True)
+        assert fast_tokens == tokens, layout
+        torch.testing.assert_close(fast_logits, logits, rtol=0, atol=TOL)
+
+
+def test_the_in_out_layout_stores_each_matrix_once_transposed(tiny_models):
+    native = native_from_hf(tiny_models["llama"])
+    fast = decode_optimised(native, "in_out")
+    block, plain = fast.layers[0], native.layers[0]
+    hidden, heads, kv_heads, head_dim = 64, 4, 2, 32
+    assert block.qkv.shape == (hidden, (heads + 2 * kv_heads) * head_dim) and block.qkv.is_contiguous()
+    assert torch.equal(block.qkv[:, :heads * head_dim], plain.q_proj.weight.T)
+    assert fast.head.shape == (hidden, VOCAB)  # the tied head, stored once; the embedding reads its columns
+    assert sum(p.numel() for p in fast.parameters()) == sum(p.numel() for p in native.parameters())
+    with pytest.raises(UnsupportedModel, match="unknown weight layout"):
+        decode_optimised(native, "blocked")
+
+
+def test_the_engine_runs_the_decode_backend_with_the_same_tokens(tiny_models, gpt2_tokenizer):
+    loaded = tiny_loaded(tiny_models["llama"], gpt2_tokenizer)
+    prompt = random_ids(1, 6, seed=31)[0].tolist()
+    params = SamplingParams(max_new_tokens=12, ignore_eos=True)
+    plain = Engine(decode_backend(loaded, "out_in"), kv_cache=False).generate(prompt, params)
+    for layout in LAYOUTS:
+        backend = decode_backend(loaded, layout)
+        result = Engine(backend, kv_cache="static").generate(prompt, params)
+        assert result.token_ids == plain.token_ids, layout
+        assert layout in result.provenance["backend"]
+
+
+def tiny_loaded(model, tokenizer):
+    provenance = Provenance(model="tiny-random", source="tests/conftest.py tiny_models", revision=None,
+                            sha256="0" * 64, dtype="float32", parameters=sum(p.numel() for p in model.parameters()),
+                            tokenizer="gpt2", device="cpu", threads=1)
+    return LoadedModel("tiny-random", model, tokenizer, provenance, 0.0)
+
+
+@pytest.fixture(scope="module")
+def record(tiny_models, gpt2_tokenizer):
+    loaded = tiny_loaded(tiny_models["llama"], gpt2_tokenizer)
+    prompt = random_ids(1, 7, seed=6)[0].tolist()  # tests/test_models.py: native greedy == generate here
+    stages = [s for s in STAGES if not s.compiled]
+    return measure_decode(loaded, threads=(1,), new_tokens=6, rounds=2, stages=stages, prompt=prompt,
+                          bandwidth_bytes=2**20)
+
+
+def test_the_decode_record_names_every_path_and_its_numbers(record):
+    assert json.loads(json.dumps(record)) == record  # JSON-able as it is
+    assert {"benchmark", "model", "new_tokens", "rounds", "weight_bytes_per_token", "method", "goal", "stages",
+            "results", "provenance"} <= set(record)
+    [block] = record["results"]
+    assert block["threads"] == 1 and set(block["paths"]) == set(record["stages"])
+    assert block["fastest"] in block["paths"] and isinstance(block["goal_met"], bool)
+    for row in [block["transformers"], *block["paths"].values()]:
+        assert len(row["decode_tok_s_rounds"]) == 2 and row["decode_tok_s"] > 0 and row["ttft_s"] > 0
+        assert row["roofline_fraction"] == pytest.approx(row["decode_tok_s"] * record["weight_bytes_per_token"]
+                                                         / block["read_bandwidth_bytes_per_s"])
+    for row in block["paths"].values():
+        assert row["speedup_vs_transformers"] == pytest.approx(row["decode_tok_s"]
+                                                               / block["transformers"]["decode_tok_s"])
+    assert block["roofline_tok_s"] == pytest.approx(block["read_bandwidth_bytes_per_s"]
+                                                    / record["weight_bytes_per_token"])
+    assert record["provenance"]["model"] == "tiny-random"
+    assert "fastest:" in format_decode(record)
+
+
+def test_every_path_gives_transformers_tokens(record):
+    [block] = record["results"]
+    assert block["transformers"]["tokens_identical"]
+    assert all(row["tokens_identical"] for row in block["paths"].values())
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"threads": (0,)}, "thread counts"), ({"threads": (10_000,)}, "thread counts"), ({"threads": ()}, "thread counts"),
+    ({"new_tokens": 1}, "at least 2"), ({"rounds": 0}, "rounds"), ({"prompt": []}, "no token ids"),
+])
+def test_bad_benchmark_settings_are_refused(tiny_models, gpt2_tokenizer, kwargs, message):
+    loaded = tiny_loaded(tiny_models["llama"], gpt2_tokenizer)
+    settings = {"threads": (1,), "new_tokens": 4, "rounds": 1, "prompt": [1, 2, 3], **kwargs}
+    with pytest.raises(BadRequest, match=message):
+        measure_decode(loaded, **settings)
+
+
+def test_a_non_float32_model_is_refused(tiny_models, gpt2_tokenizer):
+    import copy
+
+    loaded = tiny_loaded(copy.deepcopy(tiny_models["gpt2"]).to(torch.bfloat16), gpt2_tokenizer)
+    with pytest.raises(BadRequest, match="float32"):
+        measure_decode(loaded, threads=(1,), new_tokens=4, rounds=1, prompt=[1, 2, 3])
+
+
+@pytest.mark.slow
+def test_the_compiled_decode_step_gives_the_same_tokens_and_logits(tiny_models):
+    native = native_from_hf(tiny_models["llama"])
+    ids = random_ids(1, 7, seed=25)
+    tokens, logits = greedy(native, ids, 12, static=False)
+    compiled_tokens, compiled_logits = greedy(compile_decode(decode_optimised(native, "streamed")), ids, 12, static=True)
+    assert compiled_tokens == tokens
+    torch.testing.assert_close(compiled_logits, logits, rtol=0, atol=TOL)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout,compiled", [("in_out", False), ("streamed", True)])
+def test_smollm2_fast_paths_give_transformers_tokens_and_the_native_logits(smollm2, layout, compiled):
+    # 1e-3: the bound of the full-size native model against transformers (tests/test_models.py)
+    native = native_from_hf(smollm2.model)
+    fast = decode_optimised(native, layout)
+    if compiled:
+        compile_decode(fast)
+    ids = smollm2.tokenizer("An inference engine takes a trained model and a request, and it must turn them into",
+                            return_tensors="pt", add_special_tokens=False).input_ids
+    with torch.inference_mode():
+        ref = smollm2.model.generate(ids, max_new_tokens=16, do_sample=False, use_cache=True, eos_token_id=None,
+                                     attention_mask=torch.ones_like(ids), pad_token_id=0)
+    tokens, logits = greedy(native, ids, 16, static=False)
+    fast_tokens, fast_logits = greedy(fast, ids, 16, static=True)
+    assert fast_tokens == tokens == ref[0, ids.shape[1]:].tolist()
+    torch.testing.assert_close(fast_logits, logits, rtol=0, atol=1e-3)
+
+
+def test_the_command_line_options():
+    import argparse
+
+    from inferlab.bench.decode import add_decode_arguments
+
+    parser = argparse.ArgumentParser()
+    add_decode_arguments(parser)
+    defaults = parser.parse_args([])
+    assert (defaults.model, defaults.threads, defaults.new_tokens, defaults.rounds, defaults.no_compile,
+            defaults.json) == ("smollm2-135m", None, 16, 3, False, False)
+    assert parser.parse_args(["--threads", "1", "--threads", "2", "--json"]).threads == [1, 2]
