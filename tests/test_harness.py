@@ -194,3 +194,28 @@ def test_suite_on_the_bundled_model(tmp_path):
     assert all(len(m.seconds) == 6 for m in result.measurements.values())
     loaded = BenchRecord.load(result.save(tmp_path / "suite.json"))
     assert all(r.verdict == "within noise" and r.ratio == 1.0 for r in compare(loaded, result))
+
+
+def test_compare_takes_the_ratio_per_unit_of_work_when_the_work_differs():
+    """A machine with a larger cache reads more bytes: its longer time is not a slower read."""
+    mine = BenchRecord("s", {"read": Measurement("r", [0.02 * (1 + i * 1e-3) for i in range(9)], 1, work=2e9, unit="bytes")}, {})
+    book = BenchRecord("s", {"read": Measurement("r", [0.01 * (1 + i * 1e-3) for i in range(9)], 1, work=1e9, unit="bytes")}, {})
+    (row,) = compare(mine, book)
+    assert row.per == "bytes" and row.ratio == pytest.approx(1.0) and row.verdict == "within noise"
+    assert "per bytes: the work differs" in format_comparison([row])
+    odd = BenchRecord("s", {"read": Measurement("r", [0.01] * 9, 1, work=1e9, unit="FLOP")}, {})
+    with pytest.raises(BadRecord, match="different work"):
+        compare(mine, odd)
+
+
+def test_context_differences_name_the_machine_and_the_gpu():
+    a, b = record(1.0), record(1.0)
+    a.provenance["machine"]["logical_cpus"], b.provenance["machine"]["logical_cpus"] = 2, 16
+    a.provenance["versions"], b.provenance["versions"] = {"gpu": "H100"}, {"gpu": "T4"}
+    differences = context_differences(a, b)
+    assert differences["machine.logical_cpus"] == (2, 16) and differences["versions.gpu"] == ("H100", "T4")
+
+
+def test_format_comparison_names_the_level_it_used():
+    rows = compare(record(1.3, seed=1), record(1.0), level=0.9)
+    assert "90% interval" in format_comparison(rows)

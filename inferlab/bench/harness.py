@@ -302,10 +302,13 @@ class Comparison:
     key: str
     mine_s: float  #: median seconds in the first record
     theirs_s: float  #: median seconds in the second record
-    ratio: float  #: mine / theirs: above 1 where the first record is slower
+    ratio: float  #: mine / theirs (per unit of work where the work differs): above 1 where the first is slower
     low: float
     high: float
     verdict: str  #: "slower", "faster" or "within noise"
+    level: float = 0.95
+    #: The unit the ratio is taken per when the two records did different amounts of work, else None.
+    per: str | None = None
 
 
 #: Provenance fields whose difference explains a difference of speed; :func:`compare` lists them. The
@@ -313,7 +316,8 @@ class Comparison:
 #: matmul features, memory); ``sha256`` identifies weights that have no hub revision.
 CONTEXT_FIELDS = ("processor", "cpu_family", "cpu_model", "stepping", "physical_cores", "logical_cpus",
                   "usable_cpus", "matmul_features", "torch_cpu_capability", "memory_bytes", "platform",
-                  "device", "threads", "torch", "transformers", "python", "model", "revision", "sha256", "dtype")
+                  "gpu", "cuda", "device", "threads", "torch", "transformers", "tokenizers", "python", "model",
+                  "revision", "sha256", "parameters", "tokenizer", "dtype")
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -339,16 +343,25 @@ def compare(mine: BenchRecord, theirs: BenchRecord, level: float = 0.95) -> list
 
     "within noise" means the bootstrap interval of the ratio contains 1: the two runs do not
     differ by more than their own spread shows. It does not mean the machines are equally fast.
+    Where the two measurements did different amounts of work (a larger read on a machine with a
+    larger cache, say), the ratio is taken per unit of work, and the row says so.
     """
     shared = [key for key in mine.measurements if key in theirs.measurements]
     if not shared:
         raise BadRecord(f"the records share no measurement: {sorted(mine.measurements)} vs {sorted(theirs.measurements)}")
     rows = []
     for key in shared:
-        a, b = mine.measurements[key].seconds, theirs.measurements[key].seconds
-        ratio, low, high = ratio_of_medians(a, b, level)
+        a, b = mine.measurements[key], theirs.measurements[key]
+        if a.work != b.work and (a.work is None or b.work is None or a.unit != b.unit):
+            raise BadRecord(f"{key}: the records did different work ({a.work} {a.unit} vs {b.work} {b.unit}) "
+                            "and cannot be compared per unit")
+        per = a.unit or "unit" if a.work != b.work else None
+        x = [t / a.work for t in a.seconds] if per else a.seconds  # type: ignore[operator]
+        y = [t / b.work for t in b.seconds] if per else b.seconds  # type: ignore[operator]
+        ratio, low, high = ratio_of_medians(x, y, level)
         verdict = "slower" if low > 1 else "faster" if high < 1 else "within noise"
-        rows.append(Comparison(key, statistics.median(a), statistics.median(b), ratio, low, high, verdict))
+        rows.append(Comparison(key, statistics.median(a.seconds), statistics.median(b.seconds), ratio, low, high,
+                               verdict, level, per))
     return rows
 
 
@@ -356,10 +369,13 @@ def format_comparison(rows: Sequence[Comparison], differences: Mapping[str, tupl
                       names: tuple[str, str] = ("mine", "book")) -> str:
     """A plain-text table of :func:`compare`'s rows and the context that differs (Chapter 7)."""
     width = max(len("measurement"), *(len(r.key) for r in rows))
+    level = f"{rows[0].level:.0%} interval" if rows else "interval"
     lines = [f"{'measurement':<{width}}  {names[0] + ' (ms)':>12}  {names[1] + ' (ms)':>12}  {'ratio':>6}  "
-             f"{'95% interval':>15}  verdict"]
+             f"{level:>15}  verdict"]
     for r in rows:
         verdict = "within noise" if r.verdict == "within noise" else f"{names[0]} {r.verdict}"
+        if r.per:
+            verdict += f" (per {r.per}: the work differs)"
         lines.append(f"{r.key:<{width}}  {r.mine_s * 1e3:12.3f}  {r.theirs_s * 1e3:12.3f}  {r.ratio:6.2f}  "
                      f"{f'{r.low:.2f} to {r.high:.2f}':>15}  {verdict}")
     if differences:

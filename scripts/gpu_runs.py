@@ -1,0 +1,236 @@
+"""Record every GPU experiment of the book in one run, with provenance, into data/gpu/.
+
+    .venv/bin/python scripts/gpu_runs.py                  # on a machine with CUDA: the full set
+    .venv/bin/python scripts/gpu_runs.py --device cpu --quick --out /tmp/gpu   # the same code, tiny, on a CPU
+
+The chapters never need a GPU: where a GPU changes the lesson they show the JSON this script
+wrote, with its provenance, and say plainly when none exists. Each experiment writes one file,
+``<out>/<name>.json``; an experiment that fails is recorded with its error and the others still
+run. Sized to finish in under eight minutes on one datacentre GPU.
+
+Experiments (chapter that shows each):
+- ``sync`` (Chapter 7): a clock read after launching matrix products without waiting, with
+  ``torch.cuda.synchronize``, and with CUDA events.
+- ``suite`` (Chapter 7): the book's benchmark suite (read bandwidth, a square matmul, a prefill, a
+  cached decode step) as a benchmark record comparable with ``inferlab bench compare``.
+- ``phases`` (Chapter 8): prefill time against prompt length, decode step time against context.
+- ``roofline`` (Chapter 10): read bandwidth and matmul FLOP/s per dtype.
+- ``decode`` (Chapters 10 and 11): transformers' ``generate`` against the engine's decode-optimised
+  path, per dtype: decode tokens/s, and the GB/s that the weights read per token imply.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from inferlab.bench.harness import BenchRecord, measure  # noqa: E402
+from inferlab.provenance import machine_facts  # noqa: E402
+
+MODEL = "smollm2-135m"
+
+
+def environment(device: str) -> dict[str, Any]:
+    """What ran the experiments: machine, accelerator, library versions."""
+    import transformers
+
+    facts: dict[str, Any] = {"device": device, "machine": machine_facts(), "torch": torch.__version__,
+                             "transformers": transformers.__version__, "python": sys.version.split()[0],
+                             "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if device.startswith("cuda"):
+        props = torch.cuda.get_device_properties(device)
+        facts.update(gpu=props.name, gpu_memory_bytes=props.total_memory, cuda=torch.version.cuda,
+                     multiprocessors=props.multi_processor_count, capability=f"{props.major}.{props.minor}")
+    return facts
+
+
+def median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e3
+
+
+def exp_sync(device: str, quick: bool) -> dict[str, Any]:
+    """Launch-only time, synchronised time and CUDA-event time of the same queued products."""
+    n, launches = (256, 4) if quick else (4096, 20)
+    a = torch.randn(n, n, device=device)
+
+    def launch() -> None:
+        for _ in range(launches):
+            a @ a
+
+    cuda = device.startswith("cuda")
+    sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
+    launch(); sync()  # warm-up
+    unwaited, waited, events = [], [], []
+    for _ in range(3 if quick else 10):
+        sync()
+        start = time.perf_counter(); launch(); unwaited.append(time.perf_counter() - start)
+        sync()
+        start = time.perf_counter(); launch(); sync(); waited.append(time.perf_counter() - start)
+        if cuda:
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record(); launch(); end.record(); end.synchronize()
+            events.append(begin.elapsed_time(end) / 1e3)
+    return {"matrix": n, "launches": launches, "flop": 2 * n**3 * launches, "unwaited_s": unwaited,
+            "waited_s": waited, "cuda_events_s": events}
+
+
+def exp_suite(device: str, quick: bool, loaded: Any) -> dict[str, Any]:
+    """The book's suite on this device, as a benchmark record."""
+    from inferlab.bench.suite import suite_measurements
+
+    measurements = suite_measurements(loaded, threads=(1,), repeats=6 if quick else 15, warmup=2)
+    record = BenchRecord("inferlab bench suite (GPU)", measurements,
+                         loaded.provenance.with_run(device, 1).to_dict(), settings={"device": device})
+    return record.to_dict()
+
+
+def exp_phases(device: str, quick: bool, loaded: Any) -> dict[str, Any]:
+    """Prefill against prompt length; one cached decode step against context length."""
+    from inferlab.models.hf import TransformersLM
+
+    model = TransformersLM(loaded.model, loaded.context)
+    lengths = [1, 8, 64] if quick else [1, 8, 32, 128, 512, 1024, 2048, 4096]
+    lengths = [n for n in lengths if n < loaded.context]
+    prefill, decode = {}, {}
+    for n in lengths:
+        ids = torch.randint(0, model.vocab_size, (1, n), device=device)
+        with torch.inference_mode():
+            prefill[n] = measure(lambda: model(ids, last_only=True), repeats=5 if quick else 11, warmup=2,
+                                 device=device).seconds
+            cache = model.new_cache()
+            model(ids, cache=cache, last_only=True)
+            step_ids, position = ids[:, -1:], torch.tensor([[n]], device=device)
+
+            def step() -> None:
+                model(step_ids, position, cache, last_only=True)
+                cache.crop(-1)
+
+            decode[n] = measure(step, repeats=5 if quick else 21, warmup=3, device=device).seconds
+    return {"dtype": str(next(loaded.model.parameters()).dtype), "prefill_s": prefill, "decode_step_s": decode}
+
+
+def exp_roofline(device: str, quick: bool) -> dict[str, Any]:
+    """Read bandwidth (a sum over a large tensor) and matmul FLOP/s for float32, TF32 and bfloat16."""
+    n_bytes = (64 if quick else 4096) * 2**20
+    data = torch.ones(n_bytes // 4, device=device)
+    read = measure(data.sum, repeats=5 if quick else 21, warmup=3, device=device).seconds
+    size = 256 if quick else 8192
+    rates = {}
+    for name, dtype, tf32 in (("float32", torch.float32, False), ("tf32", torch.float32, True),
+                              ("bfloat16", torch.bfloat16, False)):
+        if name == "tf32" and not device.startswith("cuda"):
+            continue
+        previous = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        try:
+            a = torch.randn(size, size, device=device, dtype=dtype)
+            rates[name] = measure(lambda: a @ a, repeats=5 if quick else 21, warmup=3, device=device).seconds
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = previous
+    return {"read_bytes": n_bytes, "read_s": read, "matmul_size": size, "matmul_flop": 2 * size**3,
+            "matmul_s": rates}
+
+
+def exp_decode(device: str, quick: bool) -> dict[str, Any]:
+    """transformers' generate against the engine's decode-optimised path, float32 and bfloat16, batch 1."""
+    from inferlab.analysis.sizing import decode_weight_bytes
+    from inferlab.engine import Engine
+    from inferlab.engine.backends import decode_backend
+    from inferlab.models.registry import load_model
+    from inferlab.sampling import SamplingParams
+
+    new_tokens = 8 if quick else 128
+    results = {}
+    for dtype in ("float32", "bfloat16"):
+        loaded = load_model(MODEL, device=device, dtype=dtype)
+        ids = loaded.tokenizer("An inference engine takes a trained model and a request, and it must turn them into",
+                               return_tensors="pt")["input_ids"].to(device)
+        weight_bytes = decode_weight_bytes(loaded.model)
+
+        def generate() -> list[int]:
+            with torch.inference_mode():
+                out = loaded.model.generate(ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                                            do_sample=False, eos_token_id=None, pad_token_id=0)
+            return out[0, ids.shape[1]:].tolist()
+
+        paths: dict[str, Callable[[], list[int]]] = {"transformers generate": generate}
+        for compiled in ((False,) if quick else (False, True)):  # quick: compiling is tested in tests/test_decode.py
+            engine = Engine(decode_backend(loaded, layout="in_out", compiled=compiled), kv_cache="static")
+            params = SamplingParams(max_new_tokens=new_tokens, ignore_eos=True)
+            paths[f"engine decode-optimised{' compiled' if compiled else ''}"] = (
+                lambda engine=engine, params=params: list(engine.generate(ids[0].tolist(), params).token_ids))
+        row = {}
+        reference = None
+        for name, run in paths.items():
+            try:
+                tokens = run()  # warm-up (and compilation)
+                m = measure(run, repeats=2 if quick else 5, warmup=1, device=device)
+                reference = reference or tokens
+                seconds = statistics.median(m.seconds)
+                row[name] = {"seconds": m.seconds, "tokens_per_s": new_tokens / seconds,
+                             "implied_bytes_per_s": weight_bytes * new_tokens / seconds,
+                             "tokens_equal_transformers": tokens == reference}
+            except Exception as error:  # one path failing must not lose the others
+                row[name] = {"error": f"{type(error).__name__}: {error}"}
+        results[dtype] = {"weight_bytes_per_token": weight_bytes, "new_tokens": new_tokens, "paths": row,
+                          "note": "tokens per second over the whole request (prefill of the prompt included)"}
+        del loaded
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--out", default=str(ROOT / "data" / "gpu"))
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the code, measures nothing useful")
+    parser.add_argument("--only", nargs="+", help="run only these experiments")
+    args = parser.parse_args(argv)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("gpu_runs: no CUDA device here; run with --device cpu --quick to check the script", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    from functools import cache
+
+    from inferlab.models.registry import load_model
+
+    model = cache(lambda: load_model(MODEL, device=args.device, dtype="float32"))  # loaded once, when first needed
+    experiments: dict[str, Callable[[], dict[str, Any]]] = {
+        "sync": lambda: exp_sync(args.device, args.quick),
+        "suite": lambda: exp_suite(args.device, args.quick, model()),
+        "phases": lambda: exp_phases(args.device, args.quick, model()),
+        "roofline": lambda: exp_roofline(args.device, args.quick),
+        "decode": lambda: exp_decode(args.device, args.quick),
+    }
+    failed = 0
+    env = environment(args.device)
+    for name, run in experiments.items():
+        if args.only and name not in args.only:
+            continue
+        started = time.perf_counter()
+        try:
+            result, error = run(), None
+        except Exception:
+            result, error = None, traceback.format_exc(limit=3)
+            failed += 1
+        record = {"experiment": name, "quick": args.quick, "environment": env, "model": MODEL,
+                  "seconds": time.perf_counter() - started, "result": result, "error": error}
+        (out / f"{name}.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+        print(f"{name}: {'failed' if error else 'ok'} in {record['seconds']:.1f} s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
