@@ -57,3 +57,17 @@ def test_wrong_winner_normal_and_its_checker(capsys):
     assert "sqrt(2)" in capsys.readouterr().out
     with pytest.raises(ValueError):
         wrong_winner_normal(0.0, 0.1)
+
+
+def test_decode_floor_and_its_checker(capsys):
+    from inferbook.checks.ch07 import check_decode_floor_ms, decode_floor_ms
+
+    # 7e9 parameters at 2 bytes read at 2 TB/s: 14 GB / 2e12 B/s = 7 ms
+    assert decode_floor_ms(7e9, 2, 2e12) == pytest.approx(7.0)
+    assert check_decode_floor_ms(7.0, 7e9, 2, 2e12) is True
+    assert check_decode_floor_ms(3.5, 7e9, 2, 2e12) is False  # forgot the bytes per parameter
+    assert "count bytes" in capsys.readouterr().out
+    assert check_decode_floor_ms(0.007, 7e9, 2, 2e12) is False
+    assert "seconds" in capsys.readouterr().out
+    with pytest.raises(ValueError):
+        decode_floor_ms(7e9, 2, 0)

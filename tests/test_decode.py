@@ -10,12 +10,13 @@ import json
 import pytest
 import torch
 
-from inferlab.bench.decode import STAGES, format_decode, measure_decode
+from inferlab.bench.decode import SELECTIONS, STAGES, format_decode, measure_decode, run_decode_benchmark
 from inferlab.engine import Engine
 from inferlab.engine.backends import decode_backend
 from inferlab.errors import BadRequest
 from inferlab.models import UnsupportedModel, compile_decode, decode_optimised, native_from_hf
 from inferlab.models.decode import LAYOUTS
+from inferlab.models.kv_cache import CacheFull
 from inferlab.models.registry import LoadedModel
 from inferlab.provenance import Provenance
 from inferlab.sampling.params import SamplingParams
@@ -66,6 +67,27 @@ def test_decode_optimised_greedy_tokens_equal_the_plain_model(tiny_models, name)
         fast_tokens, fast_logits = greedy(decode_optimised(native, layout), ids, 20, static=True)
         assert fast_tokens == tokens, layout
         torch.testing.assert_close(fast_logits, logits, rtol=0, atol=TOL)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "llama-mqa"])
+@pytest.mark.parametrize("layout", ["in_out", "streamed"])
+def test_the_block_by_block_step_gives_the_plain_model_tokens(tiny_models, name, layout):
+    # cached_step, eagerly: the step that compile_decode compiles, block by block on the static buffers
+    native = native_from_hf(tiny_models[name])
+    ids = random_ids(2, 9, seed=26)
+    tokens, logits = greedy(native, ids[:1], 12, static=False)
+    fast = decode_optimised(native, layout)
+    fast.compute = fast.cached_step
+    for static in (True, False):  # a dynamic cache takes the eager logits
+        fast_tokens, fast_logits = greedy(fast, ids[:1], 12, static=static)
+        assert fast_tokens == tokens, static
+        torch.testing.assert_close(fast_logits, logits, rtol=0, atol=TOL)
+    cache = fast.new_cache(static=True, max_length=9)  # two rows, up to a full cache
+    with torch.inference_mode():
+        steps = [fast(ids[:, :6], cache=cache)] + [fast(ids[:, i:i + 1], cache=cache) for i in range(6, 9)]
+        with pytest.raises(CacheFull):
+            fast(ids[:, :1], cache=cache)
+        torch.testing.assert_close(torch.cat(steps, dim=1), native(ids[:, :9]), rtol=0, atol=TOL)
 
 
 def test_the_in_out_layout_stores_each_matrix_once_transposed(tiny_models):
@@ -155,13 +177,23 @@ def test_a_non_float32_model_is_refused(tiny_models, gpt2_tokenizer):
 
 
 @pytest.mark.slow
-def test_the_compiled_decode_step_gives_the_same_tokens_and_logits(tiny_models):
-    native = native_from_hf(tiny_models["llama"])
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_the_compiled_decode_step_gives_the_same_tokens_and_compiles_once(tiny_models, name):
+    from torch._dynamo.utils import counters
+
+    native = native_from_hf(tiny_models[name])
     ids = random_ids(1, 7, seed=25)
     tokens, logits = greedy(native, ids, 12, static=False)
-    compiled_tokens, compiled_logits = greedy(compile_decode(decode_optimised(native, "streamed")), ids, 12, static=True)
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = compile_decode(decode_optimised(native, "streamed"))
+    compiled_tokens, compiled_logits = greedy(compiled, ids, 12, static=True)
     assert compiled_tokens == tokens
     torch.testing.assert_close(compiled_logits, logits, rtol=0, atol=TOL)
+    # one block step for every block and position, one head: no recompilation as the cache grows,
+    # nor for a second request with a cache of another size
+    greedy(compiled, ids[:, :5], 20, static=True)
+    assert counters["stats"]["unique_graphs"] == 2 and not counters["recompiles"]
 
 
 @pytest.mark.slow
@@ -192,5 +224,10 @@ def test_the_command_line_options():
     add_decode_arguments(parser)
     defaults = parser.parse_args([])
     assert (defaults.model, defaults.threads, defaults.new_tokens, defaults.rounds, defaults.no_compile,
-            defaults.json) == ("smollm2-135m", None, 16, 3, False, False)
+            defaults.json, defaults.stages) == ("smollm2-135m", None, 16, 3, False, False, "all")
     assert parser.parse_args(["--threads", "1", "--threads", "2", "--json"]).threads == [1, 2]
+    assert parser.parse_args(["--stages", "short"]).stages == "short"
+    assert SELECTIONS["all"] == STAGES and set(SELECTIONS["short"]) <= set(STAGES)
+    assert any(stage.compiled for stage in SELECTIONS["short"])
+    with pytest.raises(BadRequest, match="unknown selection"):
+        run_decode_benchmark(stages="most")

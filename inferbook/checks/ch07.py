@@ -86,3 +86,27 @@ def check_wrong_winner(answer: float, spread: float, difference: float, rel: flo
         hint = " (the difference of two runs carries the noise of both: the spread grows by sqrt(2))"
     print(f"not quite: {answer:.3g}, expected about {want:.3f}{hint}")
     return False
+
+
+def decode_floor_ms(parameters: float, bytes_per_param: float, bandwidth: float) -> float:
+    """Chapter 7 (after Chapter 2's decode bound): milliseconds to read the weights once at ``bandwidth`` bytes/s."""
+    if parameters <= 0 or bytes_per_param <= 0 or bandwidth <= 0:
+        raise ValueError(f"need positive parameters, bytes per parameter and bandwidth, got "
+                         f"{parameters}, {bytes_per_param} and {bandwidth}")
+    return parameters * bytes_per_param / bandwidth * 1e3
+
+
+def check_decode_floor_ms(answer: float, parameters: float, bytes_per_param: float, bandwidth: float,
+                          rel: float = 0.05) -> bool:
+    """Chapter 7, Check yourself: the shortest a batch-1 decode step can take, in ms, from its weight bytes."""
+    want = decode_floor_ms(parameters, bytes_per_param, bandwidth)
+    if _close(answer, want, rel):
+        print(f"right: about {want:.3g} ms; a step reported faster than that was not timed to its end")
+        return True
+    hint = ""
+    if _close(answer, want / bytes_per_param, rel):
+        hint = " (count bytes, not parameters: each parameter takes bytes_per_param bytes)"
+    elif _close(answer, want / 1e3, rel):
+        hint = " (that is in seconds: the question asks for milliseconds)"
+    print(f"not quite: {answer:.3g} ms, expected about {want:.3g} ms{hint}")
+    return False

@@ -20,8 +20,10 @@ benchmark reports whether they are the same tokens.
 The paths are cumulative, so the table shows what each step bought (:data:`STAGES`): the plain
 native model recomputing every position, then a dynamic KV cache, a static one, the
 decode-optimised model (fused projections, fewer small operations), its [in, out] weight layout,
-and ``torch.compile``. Timings on a shared machine are noisy: read ratios, and the spread over the
-rounds that the record keeps.
+and ``torch.compile`` (its compilation, timed with the warm-up, is reported apart:
+``compile_and_warm_up_s``). A chapter that measures other things too can time the short selection
+(:data:`SHORT_STAGES`, ``--stages short``) with fewer rounds or new tokens. Timings on a shared
+machine are noisy: read ratios, and the spread over the rounds that the record keeps.
 """
 from __future__ import annotations
 
@@ -67,6 +69,11 @@ STAGES = (
     Stage("+ [in, out] layout", "in_out", "static"),
     Stage("+ torch.compile", "streamed", "static", compiled=True),
 )
+#: A short selection, for a chapter that measures other things too: the plain native model with its
+#: static cache, the best eager path and the compiled one, each against transformers.
+SHORT_STAGES = (STAGES[2], STAGES[4], STAGES[5])
+#: The selections that ``inferlab bench decode --stages`` names.
+SELECTIONS = {"all": STAGES, "short": SHORT_STAGES}
 
 
 @dataclass(frozen=True)
@@ -260,13 +267,23 @@ def measure_decode(loaded: LoadedModel, threads: Sequence[int] = (1,), new_token
 
 
 def run_decode_benchmark(model: str = "smollm2-135m", threads: Sequence[int] | None = None, new_tokens: int = 16,
-                         rounds: int = 3, compile: bool = True) -> dict[str, Any]:
-    """Load ``model`` once (float32, CPU) and run :func:`measure_decode` at 1 thread and at all usable cores (Chapter 10)."""
+                         rounds: int = 3, compile: bool = True,
+                         stages: str | Sequence[Stage] = "all") -> dict[str, Any]:
+    """Load ``model`` once (float32, CPU) and run :func:`measure_decode` at 1 thread and at all usable cores (Chapter 10).
+
+    ``stages`` is a name in :data:`SELECTIONS` (``"all"``: the whole ablation; ``"short"``:
+    :data:`SHORT_STAGES`, for a chapter) or a sequence of :class:`Stage`; ``compile=False`` leaves
+    out the compiled stage.
+    """
     from inferlab.models.registry import load_model
 
     if threads is None:
         threads = sorted({1, usable_cpus()})
-    stages = STAGES if compile else tuple(s for s in STAGES if not s.compiled)
+    if isinstance(stages, str):
+        if stages not in SELECTIONS:
+            raise BadRequest(f"unknown selection of stages {stages!r}; have {', '.join(SELECTIONS)}")
+        stages = SELECTIONS[stages]
+    stages = tuple(s for s in stages if compile or not s.compiled)
     _check(threads, new_tokens, rounds, [0])
     loaded = load_model(model, device="cpu", dtype="float32")
     return {**measure_decode(loaded, threads, new_tokens, rounds, stages), "load_s": loaded.load_seconds}
@@ -302,12 +319,15 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a thread count to measure (repeatable; default: 1 and all usable cores)")
     parser.add_argument("--new-tokens", type=int, default=16, help="tokens to generate per run (default 16)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per path (default 3)")
+    parser.add_argument("--stages", choices=list(SELECTIONS), default="all",
+                        help="the whole ablation (all, the default) or a short selection for a chapter (short)")
     parser.add_argument("--no-compile", action="store_true", help="leave out the torch.compile stage")
     parser.add_argument("--json", action="store_true", help="print the record as JSON")
 
 
 def run_decode(args: argparse.Namespace) -> int:
     """Run ``inferlab bench decode``: print the table, or the record as JSON with ``--json`` (Chapter 10)."""
-    record = run_decode_benchmark(args.model, args.threads, args.new_tokens, args.rounds, not args.no_compile)
+    record = run_decode_benchmark(args.model, args.threads, args.new_tokens, args.rounds, not args.no_compile,
+                                  getattr(args, "stages", "all"))
     print(json.dumps(record, indent=2) if args.json else format_decode(record))
     return 0

@@ -31,7 +31,7 @@ from torch import nn
 
 from inferlab.models.base import NativeCausalLM, cache_positions, causal_attention
 from inferlab.models.gpt2 import GPT2
-from inferlab.models.kv_cache import KVCache
+from inferlab.models.kv_cache import KVCache, StaticKVCache
 from inferlab.models.llama import Llama, rope_tables
 from inferlab.models.shape import UnsupportedModel
 
@@ -87,6 +87,18 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.T
     return F.scaled_dot_product_attention(grouped, k, v).view(batch, heads, 1, head_dim)
 
 
+def attend_cached(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                  length: int) -> torch.Tensor:
+    """Write one position's k and v into a static cache's buffers at ``length``; attend over 0 .. length (Chapter 10).
+
+    What :meth:`~inferlab.models.kv_cache.StaticKVCache.update` and :func:`attend` do together, on
+    the buffers themselves, so that a compiled step can write them in place.
+    """
+    keys[:, :, length:length + 1] = k
+    values[:, :, length:length + 1] = v
+    return attend(q, keys[:, :, :length + 1], values[:, :, :length + 1], None)  # type: ignore[arg-type]
+
+
 class DecodeLlamaBlock(nn.Module):
     """A Llama block with fused q/k/v and gate/up matrices (Chapter 10)."""
 
@@ -102,9 +114,8 @@ class DecodeLlamaBlock(nn.Module):
         self.gate_up = stored(torch.cat([block.gate_proj.weight, block.up_proj.weight]).detach(), transposed)
         self.down = stored(block.down_proj.weight.detach(), transposed)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
-                cache: KVCache | None) -> torch.Tensor:
-        """x + attention, then + SwiGLU, on hidden states [batch, seq, hidden] (Chapter 10)."""
+    def attention_inputs(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Rotated queries and keys, and values, [batch, heads, seq, head_dim], from x [batch, seq, hidden] (Chapter 10)."""
         batch, seq, hidden = x.shape
         heads, kv_heads, head_dim = self.heads, self.kv_heads, self.head_dim
         h = torch.rms_norm(x, (hidden,), self.input_norm, self.eps)
@@ -112,16 +123,37 @@ class DecodeLlamaBlock(nn.Module):
         qk = qkv[:, :heads + kv_heads]  # queries and keys turn by the same angles: one rotation for both
         first, second = qk.chunk(2, dim=-1)
         qk = qk * cos + torch.cat([-second, first], dim=-1) * sin
-        q, k, v = qk[:, :heads], qk[:, heads:], qkv[:, heads + kv_heads:]
+        return qk[:, :heads], qk[:, heads:], qkv[:, heads + kv_heads:]
+
+    def after_attention(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """x + the output projection of attention y [batch, heads, seq, head_dim], then + SwiGLU (Chapter 10)."""
+        batch, seq, hidden = x.shape
+        x = x + self.project(y.transpose(1, 2).reshape(batch, seq, -1), self.o)
+        h = torch.rms_norm(x, (hidden,), self.post_norm, self.eps)
+        gate, up = self.project(h, self.gate_up).chunk(2, dim=-1)
+        return x.add_(self.project(F.silu(gate).mul_(up), self.down))
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
+                cache: KVCache | None) -> torch.Tensor:
+        """x + attention, then + SwiGLU, on hidden states [batch, seq, hidden] (Chapter 10)."""
+        q, k, v = self.attention_inputs(x, cos, sin)
         if cache is not None:
             k, v = cache.update(k, v, self.index)
             y = attend(q, k, v, positions)
         else:
             y = causal_attention(q, k, v, positions)
-        x = x + self.project(y.transpose(1, 2).reshape(batch, seq, heads * head_dim), self.o)
-        h = torch.rms_norm(x, (hidden,), self.post_norm, self.eps)
-        gate, up = self.project(h, self.gate_up).chunk(2, dim=-1)
-        return x.add_(self.project(F.silu(gate).mul_(up), self.down))
+        return self.after_attention(x, y)
+
+    def step(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+             length: int) -> torch.Tensor:
+        """One new position [batch, 1, hidden] through the block, its key and value written at ``length`` (Chapter 10).
+
+        ``keys`` and ``values`` are this layer's buffers of a static cache, [batch, kv_heads,
+        max_length, head_dim]. The step reads nothing that differs between layers except tensors
+        (not ``self.index``), so one compilation of it serves every layer: :func:`compile_decode`.
+        """
+        q, k, v = self.attention_inputs(x, cos, sin)
+        return self.after_attention(x, attend_cached(q, k, v, keys, values, length))
 
 
 class DecodeGPT2Block(nn.Module):
@@ -145,28 +177,41 @@ class DecodeGPT2Block(nn.Module):
         """x W + b, for x [batch, seq, in] (Chapter 10)."""
         return self.project(x, getattr(self, name)).add_(getattr(self, f"{name}_bias"))
 
+    def attention_inputs(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Queries, keys, values [batch, heads, seq, head_dim] from hidden states [batch, seq, hidden] (Chapter 10)."""
+        batch, seq, hidden = x.shape
+        h = F.layer_norm(x, (hidden,), self.ln_1_weight, self.ln_1_bias, self.eps)
+        qkv = self.affine(h, "c_attn").view(batch, seq, 3 * self.heads, hidden // self.heads).transpose(1, 2)
+        return qkv.split(self.heads, dim=1)
+
+    def after_attention(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """x + the output projection of attention y [batch, heads, seq, head_dim], then + MLP (Chapter 10)."""
+        batch, seq, hidden = x.shape
+        x = x + self.affine(y.transpose(1, 2).reshape(batch, seq, hidden), "c_proj")
+        h = F.layer_norm(x, (hidden,), self.ln_2_weight, self.ln_2_bias, self.eps)
+        return x.add_(self.affine(F.gelu(self.affine(h, "c_fc"), approximate=self.gelu), "mlp_proj"))
+
     def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None) -> torch.Tensor:
         """x + attention, then + MLP, on hidden states [batch, seq, hidden] (Chapter 10)."""
-        batch, seq, hidden = x.shape
-        head_dim = hidden // self.heads
-        h = F.layer_norm(x, (hidden,), self.ln_1_weight, self.ln_1_bias, self.eps)
-        qkv = self.affine(h, "c_attn").view(batch, seq, 3 * self.heads, head_dim).transpose(1, 2)
-        q, k, v = qkv.split(self.heads, dim=1)
+        q, k, v = self.attention_inputs(x)
         if cache is not None:
             k, v = cache.update(k, v, self.index)
             y = attend(q, k, v, positions)
         else:
             y = causal_attention(q, k, v, positions)
-        x = x + self.affine(y.transpose(1, 2).reshape(batch, seq, hidden), "c_proj")
-        h = F.layer_norm(x, (hidden,), self.ln_2_weight, self.ln_2_bias, self.eps)
-        return x.add_(self.affine(F.gelu(self.affine(h, "c_fc"), approximate=self.gelu), "mlp_proj"))
+        return self.after_attention(x, y)
+
+    def step(self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, length: int) -> torch.Tensor:
+        """One new position through the block, its key and value written at ``length``: as Llama's (Chapter 10)."""
+        q, k, v = self.attention_inputs(x)
+        return self.after_attention(x, attend_cached(q, k, v, keys, values, length))
 
 
 class DecodeModel(NativeCausalLM):
     """What both decode-optimised families share: the LM head in the chosen layout, the forward (Chapter 10).
 
-    ``forward`` checks the positions, then calls ``self.compute`` (:meth:`logits` until
-    :func:`compile_decode` swaps in a compiled one for single-position steps).
+    ``forward`` checks the positions, then calls ``self.compute``: :meth:`logits` until
+    :func:`compile_decode` swaps in :meth:`cached_step` for single-position steps.
     """
 
     def __init__(self, native: NativeCausalLM, layout: str) -> None:
@@ -177,6 +222,23 @@ class DecodeModel(NativeCausalLM):
         self.transposed, self.project = LAYOUTS[layout]
         self.head = stored(native.lm_head_weight().detach(), self.transposed)
         self.compute: Callable[..., torch.Tensor] = self.logits
+        #: What :meth:`cached_step` calls: the blocks' ``step`` (set by each family), and the final norm
+        #: with the LM head, as plain functions taking the block or the model first, which
+        #: :func:`compile_decode` compiles: one compiled block step then serves every block.
+        self.block_step: Callable[..., torch.Tensor]
+        self.head_step: Callable[..., torch.Tensor] = type(self).head_logits
+
+    def decode_blocks(self) -> nn.ModuleList:
+        """The model's blocks, in order (Chapter 10)."""
+        raise NotImplementedError
+
+    def final_norm(self, x: torch.Tensor) -> torch.Tensor:
+        """The norm after the last block (Chapter 10)."""
+        raise NotImplementedError
+
+    def step_inputs(self, input_ids: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+        """Hidden states of new ids, and what every block's ``step`` takes besides them (Chapter 10)."""
+        raise NotImplementedError
 
     def embed(self, input_ids: torch.Tensor, table: nn.Parameter | None) -> torch.Tensor:
         """Token embeddings [batch, seq, hidden], from the head's matrix when tied (Chapter 10)."""
@@ -190,11 +252,34 @@ class DecodeModel(NativeCausalLM):
         """The LM head as [vocab, hidden], whatever the stored layout (Chapter 10)."""
         return self.head.T if self.transposed else self.head
 
+    def head_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The final norm and the LM head, for hidden states [batch, seq, hidden] (Chapter 10)."""
+        return self.project(self.final_norm(hidden), self.head)
+
     def logits(self, input_ids: torch.Tensor, positions: torch.Tensor, cache: KVCache | None,
                last_only: bool) -> torch.Tensor:
         """The trunk and the LM head, for checked positions (Chapter 10)."""
         hidden = self.trunk(input_ids, positions, cache)
         return self.project(hidden[:, -1:] if last_only else hidden, self.head)
+
+    def cached_step(self, input_ids: torch.Tensor, positions: torch.Tensor, cache: KVCache | None,
+                    last_only: bool) -> torch.Tensor:
+        """One new position per row, block by block on a static cache's buffers (Chapter 10).
+
+        The same arithmetic as :meth:`logits`, cut where a compiler wants it: every block's step is
+        one call of ``self.block_step`` with that block's weights and buffers, so one compilation
+        serves all the blocks, and the cached length is an argument, not a shape baked into the code.
+        Any other cache (none, a dynamic one, a static one not yet filled by a prefill, or one that
+        is full) takes :meth:`logits`, eagerly.
+        """
+        if not isinstance(cache, StaticKVCache) or cache.keys[0] is None or cache.length >= cache.max_length:
+            return self.logits(input_ids, positions, cache, last_only)
+        length = cache.length
+        x, extra = self.step_inputs(input_ids, positions)
+        for block, keys, values in zip(self.decode_blocks(), cache.keys, cache.values):
+            x = self.block_step(block, x, *extra, keys, values, length)
+        cache.length = length + 1
+        return self.head_step(self, x)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor | None = None, cache: KVCache | None = None,
                 last_only: bool = False) -> torch.Tensor:
@@ -215,18 +300,32 @@ class DecodeLlama(DecodeModel):
         shape = native.shape
         self.embed_tokens = None if shape.tied else stored(native.embed_tokens.weight.detach(), False)
         self.layers = nn.ModuleList(DecodeLlamaBlock(block, layout) for block in native.layers)
+        self.block_step = DecodeLlamaBlock.step
         self.norm = nn.Parameter(native.norm.weight.detach().clone(), requires_grad=False)
         cos, sin = rope_tables(torch.arange(shape.context, device=self.head.device), shape.head_dim, shape.rope_theta)
         self.register_buffer("cos", cos.to(self.head.dtype), persistent=False)  # [context, head_dim], once
         self.register_buffer("sin", sin.to(self.head.dtype), persistent=False)
 
+    def decode_blocks(self) -> nn.ModuleList:
+        return self.layers
+
+    def final_norm(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.rms_norm(x, (x.shape[-1],), self.norm, self.shape.norm_eps)
+
+    def rotary(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The rotary tables at the positions, [batch, 1, seq, head_dim] each (Chapter 10)."""
+        return self.cos[positions].unsqueeze(-3), self.sin[positions].unsqueeze(-3)
+
+    def step_inputs(self, input_ids: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+        return self.embed(input_ids, self.embed_tokens), self.rotary(positions)
+
     def trunk(self, input_ids: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         """Embeddings, the blocks with rotary tables looked up by position, the final norm (Chapter 10)."""
         x = self.embed(input_ids, self.embed_tokens)
-        cos, sin = self.cos[positions].unsqueeze(-3), self.sin[positions].unsqueeze(-3)
+        cos, sin = self.rotary(positions)
         for layer in self.layers:
             x = layer(x, cos, sin, positions, cache)
-        return torch.rms_norm(x, (x.shape[-1],), self.norm, self.shape.norm_eps)
+        return self.final_norm(x)
 
 
 class DecodeGPT2(DecodeModel):
@@ -238,15 +337,25 @@ class DecodeGPT2(DecodeModel):
         super().__init__(native, layout)
         self.wpe = nn.Parameter(native.wpe.weight.detach().clone(), requires_grad=False)
         self.blocks = nn.ModuleList(DecodeGPT2Block(block, layout) for block in native.blocks)
+        self.block_step = DecodeGPT2Block.step
         self.ln_f_weight = nn.Parameter(native.ln_f.weight.detach().clone(), requires_grad=False)
         self.ln_f_bias = nn.Parameter(native.ln_f.bias.detach().clone(), requires_grad=False)
 
+    def decode_blocks(self) -> nn.ModuleList:
+        return self.blocks
+
+    def final_norm(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, (x.shape[-1],), self.ln_f_weight, self.ln_f_bias, self.shape.norm_eps)
+
+    def step_inputs(self, input_ids: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+        return self.embed(input_ids, None) + F.embedding(positions, self.wpe), ()
+
     def trunk(self, input_ids: torch.Tensor, positions: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         """Token plus position embeddings, the blocks, the final LayerNorm (Chapter 10)."""
-        x = self.embed(input_ids, None) + F.embedding(positions, self.wpe)
+        x, _ = self.step_inputs(input_ids, positions)
         for block in self.blocks:
             x = block(x, positions, cache)
-        return F.layer_norm(x, (x.shape[-1],), self.ln_f_weight, self.ln_f_bias, self.shape.norm_eps)
+        return self.final_norm(x)
 
 
 def decode_optimised(native: NativeCausalLM, layout: str = "in_out") -> DecodeModel:
@@ -261,11 +370,19 @@ def decode_optimised(native: NativeCausalLM, layout: str = "in_out") -> DecodeMo
 def compile_decode(model: DecodeModel) -> DecodeModel:
     """Compile a model's single-position step with ``torch.compile`` (inductor), in place; returns the model (Chapter 10).
 
-    Only one-position calls are compiled: a prefill runs eagerly, so one compilation, with dynamic
-    shapes (``dynamic=True``: the cached length grows every step), serves every decode step. The
-    compiled CPU kernels are specialised to ``torch.get_num_threads()`` at compile time (inductor's
-    ``cpp.threads`` default), so compile again after changing the thread count. The compilation
-    itself happens at the first decode step, and takes seconds to minutes: time it.
+    Compiled: the step of ONE block, as a function of the block's weights, its cache buffers and
+    the cached length, and the final norm with the LM head; :meth:`DecodeModel.cached_step` calls
+    them from an eager loop over the blocks. Every block has the same shapes, so the block step
+    compiles once and serves all of them, and with ``dynamic=True`` the cached length and the
+    cache's size are symbols, so it serves every position of every request: two small
+    compilations, where compiling the whole step would unroll every block into one large program
+    (seconds instead of a minute, cold). A prefill runs eagerly, as does any step without a filled
+    static cache (``kv_cache="static"`` in the engine). The compiled CPU kernels are specialised
+    to ``torch.get_num_threads()`` at compile time (inductor's ``cpp.threads`` default), so call
+    ``torch._dynamo.reset()`` and compile again after changing the thread count. The compilation
+    itself happens at the first decode step: time it.
     """
-    model.compute = torch.compile(model.logits, dynamic=True)
+    model.block_step = torch.compile(model.block_step, dynamic=True)
+    model.head_step = torch.compile(model.head_step, dynamic=True)
+    model.compute = model.cached_step
     return model
