@@ -67,5 +67,10 @@ def test_check_chunked_ttft(capsys):
     capsys.readouterr()
     assert check_chunked_ttft(1000.0, curve, 256, 16) is False  # one pass over the whole prompt
     assert "each of the 16 chunks" in capsys.readouterr().out
+    # ceil(P / c) full chunks instead of a short last one: 3 x T(100) against 2 x T(100) + T(56)
+    t100, t56 = 250.0 + 750.0 * 36 / 192, 100.0 + 150.0 * 40 / 48
+    assert check_chunked_ttft(2 * t100 + t56, curve, 256, 100) is True
+    assert check_chunked_ttft(3 * t100, curve, 256, 100) is False
+    assert "the last chunk holds only 56 tokens" in capsys.readouterr().out
     with pytest.raises(ValueError):
         check_chunked_ttft(1.0, curve, 256, 0)

@@ -103,7 +103,8 @@ def check_chunked_ttft(answer_ms: float, ttft_ms_by_length: Mapping[int, float],
 
     Each chunk is one forward pass over ``chunk`` positions (the last one over what remains), priced
     from the measured curve ``ttft_ms_by_length`` (prompt tokens -> milliseconds), read by straight
-    lines between measured lengths; the growing context each chunk attends to is ignored.
+    lines between measured lengths: ``floor(P / c) * T(c) + T(P mod c)``, the last term only when
+    ``c`` does not divide ``P``. The growing context each chunk attends to is ignored.
     """
     if chunk < 1 or prompt_tokens < 1 or not ttft_ms_by_length:
         raise ValueError("need chunk >= 1, prompt_tokens >= 1 and a measured curve")
@@ -111,7 +112,10 @@ def check_chunked_ttft(answer_ms: float, ttft_ms_by_length: Mapping[int, float],
     want = full * _interpolate(ttft_ms_by_length, chunk) + (_interpolate(ttft_ms_by_length, rest) if rest else 0.0)
     ok = _close(answer_ms, want, rel)
     one_pass = _interpolate(ttft_ms_by_length, prompt_tokens)
+    every_chunk_full = math.ceil(prompt_tokens / chunk) * _interpolate(ttft_ms_by_length, chunk)
     hint = ""
     if not ok and _close(answer_ms, one_pass, rel) and not _close(one_pass, want, rel):
         hint = f" (that is one pass over all {prompt_tokens} tokens; each of the {math.ceil(prompt_tokens / chunk)} chunks pays its own pass)"
+    elif not ok and rest and _close(answer_ms, every_chunk_full, rel):
+        hint = f" (the last chunk holds only {rest} tokens: price it at T({rest}), not T({chunk}))"
     return _verdict("the chunked TTFT", answer_ms, want, ok, " ms", hint)
