@@ -36,13 +36,11 @@ def test_model_free_experiments_write_records_with_provenance(tmp_path):
 
 
 @pytest.mark.slow
-def test_every_experiment_runs_on_the_cpu(tmp_path):
-    assert load_script().main(["--device", "cpu", "--quick", "--out", str(tmp_path)]) == 0
-    names = {p.stem for p in tmp_path.iterdir()}
-    assert names == {"sync", "suite", "phases", "roofline", "decode"}
-    decode = json.loads((tmp_path / "decode.json").read_text())["result"]
-    for dtype in ("float32", "bfloat16"):
-        paths = decode[dtype]["paths"]
-        assert all("error" not in row for row in paths.values()), paths
-        if dtype == "float32":  # greedy in float32: the engine's path gives transformers' tokens
-            assert all(row["tokens_equal_transformers"] for row in paths.values())
+def test_the_model_experiments_run_on_the_cpu(tmp_path):
+    """The suite and the phase sweep on the bundled model. (The decode experiment loads the model twice,
+    once in bfloat16, and compiles; its engine path is tested in tests/test_decode.py.)"""
+    assert load_script().main(["--device", "cpu", "--quick", "--out", str(tmp_path), "--only", "suite", "phases"]) == 0
+    suite = json.loads((tmp_path / "suite.json").read_text())["result"]
+    assert suite["schema"] == "inferlab-bench/1" and "decode_step@1t" in suite["measurements"]
+    phases = json.loads((tmp_path / "phases.json").read_text())["result"]
+    assert set(phases["prefill_s"]) == set(phases["decode_step_s"]) == {"1", "8", "64"}
