@@ -125,6 +125,21 @@ def test_bytes_held_equal_the_formula(tiny_models, name):
     assert isinstance(dynamic, DynamicKVCache) and isinstance(static, StaticKVCache)
 
 
+@pytest.mark.parametrize("name", ["gpt2", "llama", "llama-mqa"])
+@pytest.mark.parametrize("prompt_length", [1, 5])
+def test_a_cache_holds_only_its_own_bytes_after_any_prompt(tiny_models, name, prompt_length):
+    """A one-token prompt makes GPT-2's keys a contiguous view of the fused projection: the cache must copy them."""
+    native = native_from_hf(tiny_models[name])
+    dynamic, static = native.new_cache(), native.new_cache(static=True, max_length=prompt_length + 1)
+    with torch.inference_mode():
+        for cache in (dynamic, static):
+            native(random_ids(1, prompt_length, seed=21), cache=cache)
+    assert dynamic.nbytes() == kv_cache_bytes(native.shape, prompt_length, batch=1, dtype="float32")
+    assert static.nbytes() == kv_cache_bytes(native.shape, prompt_length + 1, batch=1, dtype="float32")
+    for tensor in dynamic.keys + dynamic.values:  # memory of its own, the exact size of the tensor
+        assert tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size()
+
+
 def tiny_backend(model, tokenizer):
     return Backend("tiny native", model, tokenizer, frozenset(), "cpu", {"backend": "native (tiny)"})
 

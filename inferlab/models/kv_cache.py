@@ -86,12 +86,15 @@ class DynamicKVCache(KVCache):
     def update(self, keys: torch.Tensor, values: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Concatenate the new keys and values after the cached ones, along the positions (Chapter 9).
 
-        The first keys are copied into their own memory, so the cache never keeps alive the larger
-        projection output that they may be a view of.
+        The first keys are always copied into memory of their own, so the cache never keeps alive the
+        larger projection output that they may be a view of. (``.contiguous()`` would not do: a view
+        can be contiguous already, as GPT-2's keys are for a one-token prompt, and then it returns the
+        view itself.)
         """
         old_keys, old_values = self.keys[layer], self.values[layer]
         if old_keys is None or old_values is None:
-            new_keys, new_values = keys.contiguous(), values.contiguous()
+            new_keys = keys.clone(memory_format=torch.contiguous_format)
+            new_values = values.clone(memory_format=torch.contiguous_format)
         else:
             new_keys, new_values = torch.cat([old_keys, keys], dim=2), torch.cat([old_values, values], dim=2)
         self.keys[layer], self.values[layer] = new_keys, new_values
@@ -105,10 +108,9 @@ class StaticKVCache(KVCache):
     The buffers are ``[batch, kv_heads, max_length, head_dim]``, allocated with the batch, heads,
     dtype and device of the first keys stored. :meth:`update` returns views of the filled prefix
     only, ``[:, :, :length]``, not the whole buffer under a mask: a view copies nothing, and on the
-    CPU attention costs time in proportion to the keys it reads. Measured here (SmolLM2-135M's
-    attention shapes, one new query, one thread, ``scaled_dot_product_attention``, 30 layers):
-    33 filled positions cost 0.75 ms per step as a prefix, 3.7 ms as a masked buffer of 512
-    positions and 70 ms as a masked buffer of the whole 8,192-position context. gpt-fast attends
+    CPU attention costs time in proportion to the keys it reads, used or masked (Chapter 9 times the
+    lab's own :func:`inferlab.models.base.causal_attention` over a filled prefix and over masked
+    buffers of growing size, with every layer of the model it runs). gpt-fast attends
     over the whole buffer because a compiled GPU graph wants the same shapes at every step; with
     ``torch.compile(dynamic=True)`` (Chapter 10) the growing prefix compiles once.
     """
