@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from inferlab.bench.harness import BenchRecord, measure  # noqa: E402
+from inferlab.bench.steps import prefilled_cache, repeatable_decode_step  # noqa: E402
 from inferlab.provenance import machine_facts  # noqa: E402
 
 MODEL = "smollm2-135m"
@@ -107,14 +108,8 @@ def exp_phases(device: str, quick: bool, loaded: Any) -> dict[str, Any]:
         with torch.inference_mode():
             prefill[n] = measure(lambda: model(ids, last_only=True), repeats=5 if quick else 11, warmup=2,
                                  device=device).seconds
-            cache = model.new_cache()
-            model(ids, cache=cache, last_only=True)
-            step_ids, position = ids[:, -1:], torch.tensor([[n]], device=device)
-
-            def step() -> None:
-                model(step_ids, position, cache, last_only=True)
-                cache.crop(-1)
-
+            step = repeatable_decode_step(model, ids[:, -1:], torch.tensor([[n]], device=device),
+                                          prefilled_cache(model, ids))
             decode[n] = measure(step, repeats=5 if quick else 21, warmup=3, device=device).seconds
     return {"dtype": str(next(loaded.model.parameters()).dtype), "prefill_s": prefill, "decode_step_s": decode}
 

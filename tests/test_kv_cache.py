@@ -182,3 +182,35 @@ def test_smollm2_cached_native_greedy_equals_transformers_generate(smollm2, kind
                                      attention_mask=torch.ones_like(ids), pad_token_id=0, eos_token_id=None)
     tokens, _ = greedy_run(native, ids, 24, kind)
     assert tokens == ref[0, ids.shape[1]:].tolist()
+
+
+@pytest.mark.parametrize("kind", ["dynamic", "static"])
+def test_crop_rewinds_the_cache_as_if_the_dropped_positions_never_came(tiny_models, kind):
+    native = native_from_hf(tiny_models["llama"])
+    ids, other = random_ids(1, 12, seed=21), random_ids(1, 4, seed=22)
+    cache, fresh = make_cache(native, kind), make_cache(native, kind)
+    with torch.inference_mode():
+        native(ids, cache=cache)
+        cache.crop(8)  # keep positions 0..7
+        assert cache.length == 8
+        native(other[:, :2], cache=cache)  # two new positions, 8 and 9
+        cache.crop(-2)  # a negative count removes from the end, as transformers' crop takes it
+        assert cache.length == 8
+        after_crop = native(other, cache=cache)
+        native(ids[:, :8], cache=fresh)
+        expected = native(other, cache=fresh)
+    torch.testing.assert_close(after_crop, expected, rtol=0, atol=TOL)
+    assert cache.length == fresh.length == 12
+    if kind == "dynamic":  # the dropped positions are gone from the tensors, not only from `length`
+        assert all(k.shape[2] == 12 for k in cache.keys)
+
+
+@pytest.mark.parametrize("length", [13, -13])
+def test_crop_refuses_to_keep_or_remove_more_than_the_cache_holds(tiny_models, length):
+    native = native_from_hf(tiny_models["gpt2"])
+    cache = native.new_cache()
+    with torch.inference_mode():
+        native(random_ids(1, 12, seed=23), cache=cache)
+    with pytest.raises(ValueError, match="cannot crop a cache of 12 positions"):
+        cache.crop(length)
+    assert cache.length == 12

@@ -4,17 +4,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-
-def _close(answer: float, want: float, rel: float) -> bool:
-    return abs(answer - want) <= rel * abs(want)
-
-
-def _verdict(what: str, answer: float, want: float, ok: bool, unit: str, hint: str = "") -> bool:
-    if ok:
-        print(f"right: {what}, about {want:.4g}{unit}")
-    else:
-        print(f"not quite: {answer:.4g}{unit}, expected about {want:.4g}{unit}{hint}")
-    return ok
+from inferbook.checks.common import close, verdict
 
 
 def check_request_latency(answer_s: float, ttft_s: float, tpot_s: float, output_tokens: int,
@@ -27,13 +17,13 @@ def check_request_latency(answer_s: float, ttft_s: float, tpot_s: float, output_
     if output_tokens < 1:
         raise ValueError(f"output_tokens must be at least 1, got {output_tokens}")
     want = ttft_s + (output_tokens - 1) * tpot_s
-    ok = _close(answer_s, want, rel)
+    ok = close(answer_s, want, rel)
     hint = ""
-    if not ok and _close(answer_s, ttft_s + output_tokens * tpot_s, rel / 4):
+    if not ok and close(answer_s, ttft_s + output_tokens * tpot_s, rel / 4):
         hint = " (the first token is inside the TTFT: count n - 1 decode steps)"
-    elif not ok and _close(answer_s, output_tokens * tpot_s, rel):
+    elif not ok and close(answer_s, output_tokens * tpot_s, rel):
         hint = " (did you leave out the time to first token?)"
-    return _verdict("the end-to-end latency", answer_s, want, ok, " s", hint)
+    return verdict("the end-to-end latency", answer_s, want, ok, " s", hint)
 
 
 def check_crossover_tokens(answer: float, flops_per_s: float, bytes_per_s: float, bytes_per_param: float,
@@ -49,11 +39,11 @@ def check_crossover_tokens(answer: float, flops_per_s: float, bytes_per_s: float
         raise ValueError("the rates and the bytes per parameter must be positive")
     ridge = flops_per_s / bytes_per_s
     want = ridge * bytes_per_param / 2
-    ok = _close(answer, want, rel)
+    ok = close(answer, want, rel)
     hint = ""
-    if not ok and _close(answer, ridge, rel) and not _close(ridge, want, rel):
+    if not ok and close(answer, ridge, rel) and not close(ridge, want, rel):
         hint = " (that is the ridge point in FLOP per byte; how many FLOPs per byte does one token bring?)"
-    return _verdict("the crossover", answer, want, ok, " tokens", hint)
+    return verdict("the crossover", answer, want, ok, " tokens", hint)
 
 
 def check_cost_per_million(answer_dollars: float, tokens_per_s: float, dollars_per_hour: float,
@@ -66,9 +56,9 @@ def check_cost_per_million(answer_dollars: float, tokens_per_s: float, dollars_p
     if tokens_per_s <= 0 or dollars_per_hour < 0:
         raise ValueError("need a positive rate and a price of at least zero")
     want = dollars_per_hour / 3600 / tokens_per_s * 1e6
-    ok = _close(answer_dollars, want, rel)
-    hint = " (per hour, not per second?)" if not ok and _close(answer_dollars, want * 3600, rel) else ""
-    return _verdict("the cost of a million output tokens", answer_dollars, want, ok, " $", hint)
+    ok = close(answer_dollars, want, rel)
+    hint = " (per hour, not per second?)" if not ok and close(answer_dollars, want * 3600, rel) else ""
+    return verdict("the cost of a million output tokens", answer_dollars, want, ok, " $", hint)
 
 
 def check_context_step_ms(answer_ms: float, kv_bytes_per_token: float, context: int, bytes_per_s: float,
@@ -81,9 +71,9 @@ def check_context_step_ms(answer_ms: float, kv_bytes_per_token: float, context: 
     if passes < 1 or context < 0 or bytes_per_s <= 0:
         raise ValueError("need passes >= 1, context >= 0 and a positive bandwidth")
     want = passes * kv_bytes_per_token * context / bytes_per_s * 1e3
-    ok = _close(answer_ms, want, rel)
-    hint = " (milliseconds, not seconds?)" if not ok and _close(answer_ms * 1e3, want, rel) else ""
-    return _verdict("the extra time per step", answer_ms, want, ok, " ms", hint)
+    ok = close(answer_ms, want, rel)
+    hint = " (milliseconds, not seconds?)" if not ok and close(answer_ms * 1e3, want, rel) else ""
+    return verdict("the extra time per step", answer_ms, want, ok, " ms", hint)
 
 
 def _interpolate(points: Mapping[int, float], x: float) -> float:
@@ -110,12 +100,12 @@ def check_chunked_ttft(answer_ms: float, ttft_ms_by_length: Mapping[int, float],
         raise ValueError("need chunk >= 1, prompt_tokens >= 1 and a measured curve")
     full, rest = divmod(prompt_tokens, chunk)
     want = full * _interpolate(ttft_ms_by_length, chunk) + (_interpolate(ttft_ms_by_length, rest) if rest else 0.0)
-    ok = _close(answer_ms, want, rel)
+    ok = close(answer_ms, want, rel)
     one_pass = _interpolate(ttft_ms_by_length, prompt_tokens)
     every_chunk_full = math.ceil(prompt_tokens / chunk) * _interpolate(ttft_ms_by_length, chunk)
     hint = ""
-    if not ok and _close(answer_ms, one_pass, rel) and not _close(one_pass, want, rel):
+    if not ok and close(answer_ms, one_pass, rel) and not close(one_pass, want, rel):
         hint = f" (that is one pass over all {prompt_tokens} tokens; each of the {math.ceil(prompt_tokens / chunk)} chunks pays its own pass)"
-    elif not ok and rest and _close(answer_ms, every_chunk_full, rel):
+    elif not ok and rest and close(answer_ms, every_chunk_full, rel):
         hint = f" (the last chunk holds only {rest} tokens: price it at T({rest}), not T({chunk}))"
-    return _verdict("the chunked TTFT", answer_ms, want, ok, " ms", hint)
+    return verdict("the chunked TTFT", answer_ms, want, ok, " ms", hint)

@@ -4,17 +4,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-
-def _close(answer: float, want: float, rel: float) -> bool:
-    return abs(answer - want) <= rel * abs(want)
-
-
-def _verdict(what: str, answer: float, want: float, ok: bool, unit: str, hint: str = "") -> bool:
-    if ok:
-        print(f"right: {what}, about {want:,.4g}{unit}")
-    else:
-        print(f"not quite: {answer:,.4g}{unit}, expected about {want:,.4g}{unit}{hint}")
-    return ok
+from inferbook.checks.common import close, verdict
 
 
 def kv_bytes(layers: int, kv_heads: int, head_dim: int, bytes_per_element: float, tokens: int, batch: int = 1) -> float:
@@ -33,15 +23,15 @@ def check_kv_bytes(answer_bytes: float, layers: int, kv_heads: int, head_dim: in
     answer counted query heads instead.
     """
     want = kv_bytes(layers, kv_heads, head_dim, bytes_per_element, tokens, batch)
-    ok = _close(answer_bytes, want, rel)
+    ok = close(answer_bytes, want, rel)
     hint = ""
-    if not ok and _close(answer_bytes, want / 2, rel):
+    if not ok and close(answer_bytes, want / 2, rel):
         hint = " (keys and values: two vectors per head, not one)"
-    elif not ok and heads and heads != kv_heads and _close(answer_bytes, want * heads / kv_heads, rel):
+    elif not ok and heads and heads != kv_heads and close(answer_bytes, want * heads / kv_heads, rel):
         hint = " (count the key/value heads, not the query heads)"
-    elif not ok and batch > 1 and _close(answer_bytes, want / batch, rel):
+    elif not ok and batch > 1 and close(answer_bytes, want / batch, rel):
         hint = " (every sequence of the batch keeps its own cache)"
-    return _verdict("the KV cache", answer_bytes, want, ok, " bytes", hint)
+    return verdict("the KV cache", answer_bytes, want, ok, " bytes", hint)
 
 
 def check_cache_equals_weights(answer_tokens: float, parameters: int, layers: int, kv_heads: int, head_dim: int,
@@ -55,9 +45,9 @@ def check_cache_equals_weights(answer_tokens: float, parameters: int, layers: in
     if min(parameters, layers, kv_heads, head_dim) < 1:
         raise ValueError("parameters, layers, heads and head_dim must be at least 1")
     want = parameters / (2 * layers * kv_heads * head_dim)
-    ok = _close(answer_tokens, want, rel)
-    hint = " (keys and values: the factor 2)" if not ok and _close(answer_tokens, 2 * want, rel) else ""
-    return _verdict("the cache equals the weights at", answer_tokens, want, ok, " tokens", hint)
+    ok = close(answer_tokens, want, rel)
+    hint = " (keys and values: the factor 2)" if not ok and close(answer_tokens, 2 * want, rel) else ""
+    return verdict("the cache equals the weights at", answer_tokens, want, ok, " tokens", hint)
 
 
 def positions_processed(prompt_tokens: int, new_tokens: int) -> tuple[int, int]:
@@ -76,11 +66,11 @@ def check_positions_ratio(answer: float, prompt_tokens: int, new_tokens: int, re
     """
     without, with_cache = positions_processed(prompt_tokens, new_tokens)
     want = without / with_cache
-    ok = _close(answer, want, rel)
+    ok = close(answer, want, rel)
     hint = ""
-    if not ok and _close(answer, (prompt_tokens + new_tokens) / 2, rel * 5):
+    if not ok and close(answer, (prompt_tokens + new_tokens) / 2, rel * 5):
         hint = " (count the positions of every step, then divide by the cached request's positions)"
-    return _verdict("the ratio of positions", answer, want, ok, "", hint)
+    return verdict("the ratio of positions", answer, want, ok, "", hint)
 
 
 def check_capacity(answer: int, memory_bytes: float, weight_bytes: float, bytes_each: float) -> bool:
@@ -100,7 +90,7 @@ def check_capacity(answer: int, memory_bytes: float, weight_bytes: float, bytes_
         hint = " (the weights take their share of the memory first)"
     elif not ok and abs(int(answer) - free / bytes_each) < 1:
         hint = " (a whole number: round down)"
-    return _verdict("what fits", answer, want, ok, "", hint)
+    return verdict("what fits", answer, want, ok, "", hint)
 
 
 def dynamic_allocation_bytes(bytes_per_token: float, prompt_tokens: int, new_tokens: int) -> float:
@@ -119,11 +109,11 @@ def check_dynamic_allocation(answer_bytes: float, bytes_per_token: float, prompt
     allocating the whole cache again, ``P + k`` positions at step ``k``.
     """
     want = dynamic_allocation_bytes(bytes_per_token, prompt_tokens, new_tokens)
-    ok = _close(answer_bytes, want, rel)
+    ok = close(answer_bytes, want, rel)
     hint = ""
-    if not ok and _close(answer_bytes, bytes_per_token * (prompt_tokens + new_tokens - 1), rel):
+    if not ok and close(answer_bytes, bytes_per_token * (prompt_tokens + new_tokens - 1), rel):
         hint = " (that is what the cache holds at the end; each step allocates the whole cache again)"
-    return _verdict("the dynamic cache's allocations", answer_bytes, want, ok, " bytes", hint)
+    return verdict("the dynamic cache's allocations", answer_bytes, want, ok, " bytes", hint)
 
 
 def check_crop(crop: Callable[[Any, int], None]) -> bool:

@@ -1,17 +1,7 @@
 """Checkers for the questions and exercises of Chapter 10: each prints a one-line verdict and returns it as a boolean."""
 from __future__ import annotations
 
-
-def _close(answer: float, want: float, rel: float) -> bool:
-    return abs(answer - want) <= rel * abs(want)
-
-
-def _verdict(what: str, answer: float, want: float, ok: bool, unit: str, hint: str = "") -> bool:
-    if ok:
-        print(f"right: {what}, about {want:.4g}{unit}")
-    else:
-        print(f"not quite: {answer:.4g}{unit}, expected about {want:.4g}{unit}{hint}")
-    return ok
+from inferbook.checks.common import close, verdict
 
 
 def _positive(**values: float) -> None:
@@ -30,13 +20,13 @@ def check_decode_bound_tokens_per_s(answer: float, params: float, bytes_per_para
     """
     _positive(params=params, bytes_per_param=bytes_per_param, bytes_per_s=bytes_per_s, utilisation=utilisation)
     want = utilisation * bytes_per_s / (params * bytes_per_param)
-    ok = _close(answer, want, rel)
+    ok = close(answer, want, rel)
     hint = ""
-    if not ok and _close(answer, want / utilisation, rel) and utilisation != 1.0:
+    if not ok and close(answer, want / utilisation, rel) and utilisation != 1.0:
         hint = " (that is the bound at the full bandwidth: scale it by the utilisation)"
-    elif not ok and (_close(answer, want * bytes_per_param, rel) or _close(answer, want / bytes_per_param, rel)):
+    elif not ok and (close(answer, want * bytes_per_param, rel) or close(answer, want / bytes_per_param, rel)):
         hint = " (count the bytes: parameters times bytes per parameter)"
-    return _verdict("the decode bound", answer, want, ok, " tokens/s", hint)
+    return verdict("the decode bound", answer, want, ok, " tokens/s", hint)
 
 
 def check_mbu(answer: float, tokens_per_s: float, bytes_per_token: float, bytes_per_s: float,
@@ -48,13 +38,13 @@ def check_mbu(answer: float, tokens_per_s: float, bytes_per_token: float, bytes_
     """
     _positive(tokens_per_s=tokens_per_s, bytes_per_token=bytes_per_token, bytes_per_s=bytes_per_s)
     want = tokens_per_s * bytes_per_token / bytes_per_s
-    ok = _close(answer, want, rel)
+    ok = close(answer, want, rel)
     hint = ""
-    if not ok and _close(answer, 100 * want, rel):
+    if not ok and close(answer, 100 * want, rel):
         hint = " (give a fraction, not a percentage)"
-    elif not ok and _close(answer, 1 / want, rel):
+    elif not ok and close(answer, 1 / want, rel):
         hint = " (upside down: achieved bytes per second over the bandwidth)"
-    return _verdict("the model bandwidth utilisation", answer, want, ok, "", hint)
+    return verdict("the model bandwidth utilisation", answer, want, ok, "", hint)
 
 
 def check_ridge_point(answer: float, flops_per_s: float, bytes_per_s: float, rel: float = 0.03) -> bool:
@@ -64,9 +54,9 @@ def check_ridge_point(answer: float, flops_per_s: float, bytes_per_s: float, rel
     """
     _positive(flops_per_s=flops_per_s, bytes_per_s=bytes_per_s)
     want = flops_per_s / bytes_per_s
-    ok = _close(answer, want, rel)
-    hint = " (upside down: FLOP/s over bytes/s)" if not ok and _close(answer, 1 / want, rel) else ""
-    return _verdict("the ridge point", answer, want, ok, " FLOP/byte", hint)
+    ok = close(answer, want, rel)
+    hint = " (upside down: FLOP/s over bytes/s)" if not ok and close(answer, 1 / want, rel) else ""
+    return verdict("the ridge point", answer, want, ok, " FLOP/byte", hint)
 
 
 def check_batch_at_ridge(answer: float, flops_per_s: float, bytes_per_s: float, bytes_per_param: float,
@@ -81,11 +71,11 @@ def check_batch_at_ridge(answer: float, flops_per_s: float, bytes_per_s: float, 
     _positive(flops_per_s=flops_per_s, bytes_per_s=bytes_per_s, bytes_per_param=bytes_per_param)
     ridge = flops_per_s / bytes_per_s
     want = ridge * bytes_per_param / 2
-    ok = _close(answer, want, rel)
+    ok = close(answer, want, rel)
     hint = ""
-    if not ok and _close(answer, ridge, rel) and not _close(ridge, want, rel):
+    if not ok and close(answer, ridge, rel) and not close(ridge, want, rel):
         hint = " (that is the ridge in FLOP per byte; how many FLOPs per byte does one sequence bring?)"
-    return _verdict("the batch at the ridge", answer, want, ok, " sequences", hint)
+    return verdict("the batch at the ridge", answer, want, ok, " sequences", hint)
 
 
 def check_attainable(answer: float, intensity: float, flops_per_s: float, bytes_per_s: float,
@@ -94,8 +84,8 @@ def check_attainable(answer: float, intensity: float, flops_per_s: float, bytes_
     _positive(intensity=intensity, flops_per_s=flops_per_s, bytes_per_s=bytes_per_s)
     memory, compute = intensity * bytes_per_s, flops_per_s
     want = min(memory, compute)
-    ok = _close(answer, want, rel)
+    ok = close(answer, want, rel)
     hint = ""
-    if not ok and _close(answer, max(memory, compute), rel):
+    if not ok and close(answer, max(memory, compute), rel):
         hint = " (the roofline is the lower of the two roofs, not the higher)"
-    return _verdict("the attainable rate", answer, want, ok, " FLOP/s", hint)
+    return verdict("the attainable rate", answer, want, ok, " FLOP/s", hint)

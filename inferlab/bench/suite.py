@@ -13,6 +13,7 @@ from typing import Any
 
 from inferlab.bench.harness import BenchRecord, Measurement, measure
 from inferlab.bench.memory import last_level_cache_bytes, read_size_for_cache
+from inferlab.bench.steps import prefilled_cache, repeatable_decode_step
 from inferlab.models.hf import TransformersLM
 
 #: The prompt of the suite's prefill and decode measurements.
@@ -39,15 +40,8 @@ def suite_measurements(loaded: Any, threads: Sequence[int], repeats: int = 9, wa
     b = torch.randn(MATMUL_SIZE, MATMUL_SIZE, device=device)
     model = TransformersLM(loaded.model, loaded.context)  # one call under transformers 4.57 and 5.x
     length = ids.shape[1]
-    prompt_cache = model.new_cache()
-    with torch.inference_mode():
-        model(ids, cache=prompt_cache, last_only=True)
-    next_id, next_position = ids[:, -1:], torch.tensor([[length]], device=device)
-
-    def decode_step() -> None:
-        with torch.inference_mode():
-            model(next_id, next_position, prompt_cache, last_only=True)
-            prompt_cache.crop(-1)  # drop the step's position: a negative count removes, in 4.57 and 5.x alike
+    decode_step = repeatable_decode_step(model, ids[:, -1:], torch.tensor([[length]], device=device),
+                                         prefilled_cache(model, ids))
 
     def prefill() -> None:
         with torch.inference_mode():

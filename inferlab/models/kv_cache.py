@@ -56,6 +56,25 @@ class KVCache:
         if layer == self.layers - 1:
             self.length = end
 
+    def crop(self, length: int) -> None:
+        """Keep positions 0 .. length-1, so the next position is stored after them (Chapter 9).
+
+        A negative ``length`` removes that many positions from the end instead: ``crop(-1)`` drops the
+        last one. That is the call transformers' caches take too (5.x accepts only a negative count), so
+        one line rewinds the lab's caches and transformers' alike. A dynamic cache keeps views of its tensors' first positions, as
+        transformers' ``DynamicLayer.crop`` does (the storage is freed at the next ``torch.cat``); a
+        static cache only moves :attr:`length`, and the next update overwrites the slots after it.
+        """
+        keep = self.length + length if length < 0 else length
+        if not 0 <= keep <= self.length:
+            raise ValueError(f"cannot crop a cache of {self.length} positions to {length}: "
+                             f"keep 0 to {self.length} positions, or remove at most {self.length}")
+        self._keep_first(keep)
+        self.length = keep
+
+    def _keep_first(self, keep: int) -> None:
+        """Drop the stored positions from ``keep`` on; a buffer written in place needs nothing (Chapter 9)."""
+
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         """Keep only the batch rows at ``indices``, in that order (Chapter 9)."""
         for store in (self.keys, self.values):
@@ -100,6 +119,14 @@ class DynamicKVCache(KVCache):
         self.keys[layer], self.values[layer] = new_keys, new_values
         self._advance(layer, new_keys.shape[2])
         return new_keys, new_values
+
+
+    def _keep_first(self, keep: int) -> None:
+        """Slice every layer's keys and values to their first ``keep`` positions (Chapter 9)."""
+        for store in (self.keys, self.values):
+            for layer, tensor in enumerate(store):
+                if tensor is not None:
+                    store[layer] = tensor[:, :, :keep]
 
 
 class StaticKVCache(KVCache):
