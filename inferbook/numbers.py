@@ -69,6 +69,33 @@ def _engine_work_us(record: dict) -> float:
     return _median([s["engine_us"] for steps in record["prompt_lengths"].values() for s in steps[1:]])
 
 
+def _ceiling(name: str, threads: str) -> Callable[[dict], float]:
+    """Work per second of one of Chapter 10's ceilings (bytes or FLOP), median over its rounds."""
+    def read(record: dict) -> float:
+        ceilings = record["ceilings"]
+        key = f"{name}@{max(int(k.split('@')[1]) for k in ceilings)}" if threads == "all" else f"{name}@{threads}"
+        return ceilings[key]["work"] / _median(ceilings[key]["seconds"])
+    return read
+
+
+def _all_cores(record: dict) -> float:
+    return max(int(k.split("@")[1]) for k in record["ceilings"])
+
+
+def _ridge(record: dict) -> float:
+    return _ceiling("product", "1")(record) / _ceiling("read", "1")(record)
+
+
+def _goal(path: str) -> Callable[[dict], float]:
+    """A figure of Chapter 10's decode benchmark at one thread: transformers' or the fastest path's."""
+    def read(record: dict) -> float:
+        row = next(r for r in record["decode_benchmark"]["results"] if r["threads"] == 1)
+        fastest = row["paths"][row["fastest"]]
+        return {"transformers_tok_s": row["transformers"]["decode_tok_s"], "engine_tok_s": fastest["decode_tok_s"],
+                "speedup": fastest["speedup_vs_transformers"], "fraction": fastest["roofline_fraction"]}[path]
+    return read
+
+
 MEASURED: list[Measured] = [
     Measured("parameters_smollm2", "ch02_parameters_as_artefacts", _at("provenance.parameters"), _count),
     Measured("safetensors_mb", "ch02_parameters_as_artefacts", _at("provenance.extra.safetensors_bytes"),
@@ -87,6 +114,19 @@ MEASURED: list[Measured] = [
     Measured("toy_forward_us", "ch01_what_is_inference", _at("experiment_4.toy_forward_median_us"), _us),
     Measured("first_text_ms", "ch06_the_first_complete_engine", _at("opening.first_text_ms"), _ms),
     Measured("engine_work_us", "ch06_the_first_complete_engine", _engine_work_us, _us),
+    Measured("kv_bytes_per_token", "ch09_the_kv_cache", _at("bytes_per_token_float32"),
+             lambda b: f"{b / 1024:.0f} KiB"),
+    Measured("read_bandwidth_all", "ch10_rooflines_and_the_bandwidth_limit", _ceiling("read", "all"),
+             lambda x: f"{x / 1e9:.1f} GB/s"),
+    Measured("all_cores", "ch10_rooflines_and_the_bandwidth_limit", _all_cores, lambda x: f"{x:.0f}"),
+    Measured("matmul_gflops", "ch10_rooflines_and_the_bandwidth_limit", _ceiling("product", "1"),
+             lambda x: f"{x / 1e9:.0f} GFLOP/s"),
+    Measured("ridge_cpu", "ch10_rooflines_and_the_bandwidth_limit", _ridge, lambda x: f"{x:.1f} FLOP/byte"),
+    Measured("generate_tok_s", "ch10_rooflines_and_the_bandwidth_limit", _goal("transformers_tok_s"),
+             lambda x: f"{x:.1f}"),
+    Measured("engine_tok_s", "ch10_rooflines_and_the_bandwidth_limit", _goal("engine_tok_s"), lambda x: f"{x:.1f}"),
+    Measured("engine_speedup", "ch10_rooflines_and_the_bandwidth_limit", _goal("speedup"), lambda x: f"{x:.2f}x"),
+    Measured("engine_roofline", "ch10_rooflines_and_the_bandwidth_limit", _goal("fraction"), lambda x: f"{x * 100:.0f} %"),
 ]
 
 
