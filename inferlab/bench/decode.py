@@ -17,11 +17,11 @@ prefill) is reported beside it. transformers runs with ``eos_token_id=None``
 criterion is built) and the engine with ``ignore_eos``: both produce exactly N tokens, and the
 benchmark reports whether they are the same tokens.
 
-The paths are cumulative, so the table shows what each step bought (:data:`STAGES`): the plain
-native model recomputing every position, then a dynamic KV cache, a static one, the
+Each path changes the one before, so the table shows what each change bought (:data:`STAGES`): the
+plain native model recomputing every position, then a dynamic KV cache, a static one, the
 decode-optimised model (fused projections, fewer small operations), its [in, out] weight layout,
-and ``torch.compile`` (its compilation, timed with the warm-up, is reported apart:
-``compile_and_warm_up_s``). A chapter that measures other things too can time the short selection
+and last ``torch.compile`` of the streamed [out, in] product, which replaces that layout as it
+compiles (its compilation, timed with the warm-up, is reported apart: ``compile_and_warm_up_s``). A chapter that measures other things too can time the short selection
 (:data:`SHORT_STAGES`, ``--stages short``) with fewer rounds or new tokens. Timings on a shared
 machine are noisy: read ratios, and the spread over the rounds that the record keeps.
 """
@@ -60,7 +60,7 @@ class Stage:
     compiled: bool = False
 
 
-#: The cumulative steps from the plain native model to the fastest path, in order (Chapter 10).
+#: The steps from the plain native model to the fastest path, each changing the one before, in order (Chapter 10).
 STAGES = (
     Stage("native, no cache", None, False),
     Stage("+ dynamic KV cache", None, True),
