@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from inferbook.checks.common import close, verdict
+from inferbook.checks.common import close, rows_at_ridge, verdict
 
 
 def check_request_latency(answer_s: float, ttft_s: float, tpot_s: float, output_tokens: int,
@@ -37,13 +37,7 @@ def check_crossover_tokens(answer: float, flops_per_s: float, bytes_per_s: float
     """
     if min(flops_per_s, bytes_per_s, bytes_per_param) <= 0:
         raise ValueError("the rates and the bytes per parameter must be positive")
-    ridge = flops_per_s / bytes_per_s
-    want = ridge * bytes_per_param / 2
-    ok = close(answer, want, rel)
-    hint = ""
-    if not ok and close(answer, ridge, rel) and not close(ridge, want, rel):
-        hint = " (that is the ridge point in FLOP per byte; how many FLOPs per byte does one token bring?)"
-    return verdict("the crossover", answer, want, ok, " tokens", hint)
+    return rows_at_ridge(answer, flops_per_s, bytes_per_s, bytes_per_param, rel, "the crossover", " tokens", "token")
 
 
 def check_cost_per_million(answer_dollars: float, tokens_per_s: float, dollars_per_hour: float,

@@ -1,7 +1,7 @@
 """Checkers for the questions and exercises of Chapter 10: each prints a one-line verdict and returns it as a boolean."""
 from __future__ import annotations
 
-from inferbook.checks.common import close, verdict
+from inferbook.checks.common import close, rows_at_ridge, verdict
 
 
 def _positive(**values: float) -> None:
@@ -69,13 +69,8 @@ def check_batch_at_ridge(answer: float, flops_per_s: float, bytes_per_s: float, 
     ``b = flops_per_s / bytes_per_s * bytes_per_param / 2``.
     """
     _positive(flops_per_s=flops_per_s, bytes_per_s=bytes_per_s, bytes_per_param=bytes_per_param)
-    ridge = flops_per_s / bytes_per_s
-    want = ridge * bytes_per_param / 2
-    ok = close(answer, want, rel)
-    hint = ""
-    if not ok and close(answer, ridge, rel) and not close(ridge, want, rel):
-        hint = " (that is the ridge in FLOP per byte; how many FLOPs per byte does one sequence bring?)"
-    return verdict("the batch at the ridge", answer, want, ok, " sequences", hint)
+    return rows_at_ridge(answer, flops_per_s, bytes_per_s, bytes_per_param, rel, "the batch at the ridge",
+                         " sequences", "sequence")
 
 
 def check_attainable(answer: float, intensity: float, flops_per_s: float, bytes_per_s: float,

@@ -87,6 +87,15 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.T
     return F.scaled_dot_product_attention(grouped, k, v).view(batch, heads, 1, head_dim)
 
 
+def attend_with(cache: KVCache | None, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                positions: torch.Tensor) -> torch.Tensor:
+    """A block's attention in an eager forward: over the cache after storing k and v, or causal without one (Chapter 10)."""
+    if cache is None:
+        return causal_attention(q, k, v, positions)
+    k, v = cache.update(k, v, layer)
+    return attend(q, k, v, positions)
+
+
 def attend_cached(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                   length: int) -> torch.Tensor:
     """Write one position's k and v into a static cache's buffers at ``length``; attend over 0 .. length (Chapter 10).
@@ -137,12 +146,7 @@ class DecodeLlamaBlock(nn.Module):
                 cache: KVCache | None) -> torch.Tensor:
         """x + attention, then + SwiGLU, on hidden states [batch, seq, hidden] (Chapter 10)."""
         q, k, v = self.attention_inputs(x, cos, sin)
-        if cache is not None:
-            k, v = cache.update(k, v, self.index)
-            y = attend(q, k, v, positions)
-        else:
-            y = causal_attention(q, k, v, positions)
-        return self.after_attention(x, y)
+        return self.after_attention(x, attend_with(cache, self.index, q, k, v, positions))
 
     def step(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
              length: int) -> torch.Tensor:
@@ -194,12 +198,7 @@ class DecodeGPT2Block(nn.Module):
     def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None) -> torch.Tensor:
         """x + attention, then + MLP, on hidden states [batch, seq, hidden] (Chapter 10)."""
         q, k, v = self.attention_inputs(x)
-        if cache is not None:
-            k, v = cache.update(k, v, self.index)
-            y = attend(q, k, v, positions)
-        else:
-            y = causal_attention(q, k, v, positions)
-        return self.after_attention(x, y)
+        return self.after_attention(x, attend_with(cache, self.index, q, k, v, positions))
 
     def step(self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, length: int) -> torch.Tensor:
         """One new position through the block, its key and value written at ``length``: as Llama's (Chapter 10)."""
