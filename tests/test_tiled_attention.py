@@ -1,0 +1,69 @@
+"""Naive and tiled (online-softmax) attention against PyTorch's SDPA and the lab's causal attention (Chapter 13).
+
+Tolerance: float32 sums taken in another order (tile by tile, with rescaling) differ from SDPA's by
+rounding only, of order 1e-7 relative for values of order one; TOL = 1e-5 leaves room for that and
+would still catch a wrong mask or a missing rescale (each moves outputs by 1e-2 or more here).
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from inferlab.models.base import causal_attention
+from inferlab.models.tiled_attention import naive_attention, score_bytes, tiled_attention
+
+TOL = 1e-5
+
+
+def qkv(q_len, k_len, heads=4, kv_heads=2, d=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(2, heads, q_len, d, generator=g), torch.randn(2, kv_heads, k_len, d, generator=g),
+            torch.randn(2, kv_heads, k_len, d, generator=g))
+
+
+def sdpa(q, k, v, causal):
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    offset = k.shape[2] - q.shape[2]
+    mask = None
+    if causal:  # queries are the last positions: query i sees keys up to offset + i
+        mask = torch.arange(k.shape[2]).unsqueeze(0) <= torch.arange(q.shape[2]).unsqueeze(1) + offset
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("q_len,k_len", [(37, 37), (1, 50), (5, 40), (64, 64)])
+@pytest.mark.parametrize("tile", [1, 8, 16, 100])
+@pytest.mark.parametrize("causal", [True, False])
+def test_tiled_and_naive_equal_sdpa(q_len, k_len, tile, causal):
+    q, k, v = qkv(q_len, k_len)
+    expected = sdpa(q, k, v, causal)
+    torch.testing.assert_close(naive_attention(q, k, v, causal), expected, rtol=0, atol=TOL)
+    torch.testing.assert_close(tiled_attention(q, k, v, tile, causal), expected, rtol=0, atol=TOL)
+
+
+def test_a_wrong_mask_would_be_caught():
+    q, k, v = qkv(20, 20)
+    assert (naive_attention(q, k, v, causal=False) - sdpa(q, k, v, True)).abs().max() > 1000 * TOL
+
+
+def test_equal_to_the_labs_causal_attention_on_a_prefill():
+    q, k, v = qkv(24, 24, heads=4, kv_heads=4)
+    positions = torch.arange(24)
+    torch.testing.assert_close(tiled_attention(q, k, v, 8), causal_attention(q, k, v, positions), rtol=0, atol=TOL)
+
+
+def test_score_bytes_is_the_naive_score_matrix():
+    q, k, _ = qkv(37, 50)
+    scores = q @ k.repeat_interleave(2, dim=1).transpose(-1, -2)
+    assert score_bytes(2, 4, 37, 50) == scores.numel() * scores.element_size()
+    assert score_bytes(1, 1, 10, 10, torch.bfloat16) == 200
+
+
+def test_bad_shapes_are_refused():
+    q, k, v = qkv(8, 8, heads=3, kv_heads=2)
+    with pytest.raises(ValueError, match="multiple"):
+        tiled_attention(q, k, v)
+    q, k, v = qkv(9, 8)
+    with pytest.raises(ValueError, match="last positions"):
+        naive_attention(q, k, v)
+    with pytest.raises(ValueError, match="tile"):
+        tiled_attention(*qkv(4, 4), tile=0)
