@@ -17,6 +17,10 @@ Experiments (chapter that shows each):
 - ``roofline`` (Chapter 10): read bandwidth and matmul FLOP/s per dtype.
 - ``decode`` (Chapters 10 and 11): transformers' ``generate`` against the engine's decode-optimised
   path, per dtype: decode tokens/s, and the GB/s that the weights read per token imply.
+- ``launch`` (Chapter 11): the time per operation of a chain of small in-place additions against
+  the tensor's size, run eagerly, replayed as a CUDA graph (CUDA only), and compiled with
+  ``torch.compile(mode="reduce-overhead")`` (not in ``--quick``): where launching, not the work,
+  sets the time.
 """
 from __future__ import annotations
 
@@ -185,6 +189,40 @@ def exp_decode(device: str, quick: bool) -> dict[str, Any]:
     return results
 
 
+def exp_launch(device: str, quick: bool) -> dict[str, Any]:
+    """Time per operation of a chain of in-place additions, eager, as a CUDA graph and compiled, against size."""
+    ops = 20 if quick else 100
+    sizes = [1, 1024] if quick else [1, 1024, 2**16, 2**20, 2**24]
+
+    def chain(x: torch.Tensor) -> torch.Tensor:
+        for _ in range(ops):
+            x.add_(1e-4)
+        return x
+
+    rows: dict[int, dict[str, Any]] = {}
+    for size in sizes:
+        x = torch.zeros(size, device=device)
+        row: dict[str, Any] = {"ops": ops, "bytes_per_op": 2 * 4 * size}  # each op reads and writes the tensor
+        row["eager_s"] = measure(lambda: chain(x), repeats=5 if quick else 21, warmup=2, device=device).seconds
+        if device.startswith("cuda"):
+            graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                chain(x)  # warm-up on a side stream, as torch.cuda.graphs' documentation asks before capture
+            torch.cuda.current_stream().wait_stream(stream)
+            with torch.cuda.graph(graph):
+                chain(x)
+            row["graph_s"] = measure(graph.replay, repeats=21, warmup=2, device=device).seconds
+        else:
+            row["graph_s"] = None  # CUDA graphs exist only on CUDA devices
+        if not quick:
+            compiled = torch.compile(chain, mode="reduce-overhead")
+            compiled(x)  # compilation
+            row["compiled_s"] = measure(lambda: compiled(x), repeats=21, warmup=2, device=device).seconds
+        rows[size] = row
+    return {"note": "seconds per whole chain; divide by ops for the time per operation", "sizes": rows}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
@@ -208,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         "phases": lambda: exp_phases(args.device, args.quick, model()),
         "roofline": lambda: exp_roofline(args.device, args.quick),
         "decode": lambda: exp_decode(args.device, args.quick),
+        "launch": lambda: exp_launch(args.device, args.quick),
     }
     failed = 0
     env = environment(args.device)

@@ -26,13 +26,18 @@ def test_refuses_cuda_where_there_is_none(tmp_path, capsys):
 
 
 def test_model_free_experiments_write_records_with_provenance(tmp_path):
-    assert load_script().main(["--device", "cpu", "--quick", "--out", str(tmp_path), "--only", "sync", "roofline"]) == 0
+    assert load_script().main(["--device", "cpu", "--quick", "--out", str(tmp_path), "--only", "sync", "roofline",
+                               "launch"]) == 0
     sync = json.loads((tmp_path / "sync.json").read_text())
     roofline = json.loads((tmp_path / "roofline.json").read_text())
     assert sync["error"] is None and sync["quick"] and sync["environment"]["device"] == "cpu"
     assert "processor" in sync["environment"]["machine"]
     assert len(sync["result"]["waited_s"]) == len(sync["result"]["unwaited_s"]) > 0
     assert set(roofline["result"]["matmul_s"]) == {"float32", "bfloat16"}  # TF32 is a CUDA setting
+    launch = json.loads((tmp_path / "launch.json").read_text())
+    assert launch["error"] is None
+    rows = launch["result"]["sizes"]
+    assert set(rows) == {"1", "1024"} and all(r["graph_s"] is None and len(r["eager_s"]) == 5 for r in rows.values())
 
 
 @pytest.mark.slow
