@@ -1,4 +1,4 @@
-"""Naive and tiled (online-softmax) attention against PyTorch's SDPA and the lab's causal attention (Chapter 13).
+"""Tiled (online-softmax) attention against PyTorch's SDPA and the lab's causal attention (Chapter 13).
 
 Tolerance: float32 sums taken in another order (tile by tile, with rescaling) differ from SDPA's by
 rounding only, of order 1e-7 relative for values of order one; TOL = 1e-5 leaves room for that and
@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from inferlab.models.base import causal_attention
-from inferlab.models.tiled_attention import naive_attention, score_bytes, tiled_attention
+from inferlab.models.tiled_attention import score_bytes, tiled_attention
 
 TOL = 1e-5
 
@@ -33,22 +33,23 @@ def sdpa(q, k, v, causal):
 @pytest.mark.parametrize("q_len,k_len", [(37, 37), (1, 50), (5, 40), (64, 64)])
 @pytest.mark.parametrize("tile", [1, 8, 16, 100])
 @pytest.mark.parametrize("causal", [True, False])
-def test_tiled_and_naive_equal_sdpa(q_len, k_len, tile, causal):
+def test_tiled_equals_sdpa(q_len, k_len, tile, causal):
     q, k, v = qkv(q_len, k_len)
-    expected = sdpa(q, k, v, causal)
-    torch.testing.assert_close(naive_attention(q, k, v, causal), expected, rtol=0, atol=TOL)
-    torch.testing.assert_close(tiled_attention(q, k, v, tile, causal), expected, rtol=0, atol=TOL)
+    torch.testing.assert_close(tiled_attention(q, k, v, tile, causal), sdpa(q, k, v, causal), rtol=0, atol=TOL)
 
 
 def test_a_wrong_mask_would_be_caught():
     q, k, v = qkv(20, 20)
-    assert (naive_attention(q, k, v, causal=False) - sdpa(q, k, v, True)).abs().max() > 1000 * TOL
+    assert (tiled_attention(q, k, v, 8, causal=False) - sdpa(q, k, v, True)).abs().max() > 1000 * TOL
 
 
-def test_equal_to_the_labs_causal_attention_on_a_prefill():
-    q, k, v = qkv(24, 24, heads=4, kv_heads=4)
-    positions = torch.arange(24)
-    torch.testing.assert_close(tiled_attention(q, k, v, 8), causal_attention(q, k, v, positions), rtol=0, atol=TOL)
+@pytest.mark.parametrize("q_len,k_len", [(24, 24), (1, 30), (6, 30)])
+def test_equal_to_the_labs_causal_attention_the_naive_way(q_len, k_len):
+    """causal_attention materialises the scores; the queries are the last positions, the keys 0 .. k_len-1."""
+    q, k, v = qkv(q_len, k_len)
+    positions, key_positions = torch.arange(k_len - q_len, k_len), torch.arange(k_len)
+    torch.testing.assert_close(tiled_attention(q, k, v, 8), causal_attention(q, k, v, positions, key_positions),
+                               rtol=0, atol=TOL)
 
 
 def test_score_bytes_is_the_naive_score_matrix():
@@ -64,6 +65,6 @@ def test_bad_shapes_are_refused():
         tiled_attention(q, k, v)
     q, k, v = qkv(9, 8)
     with pytest.raises(ValueError, match="last positions"):
-        naive_attention(q, k, v)
+        tiled_attention(q, k, v)
     with pytest.raises(ValueError, match="tile"):
         tiled_attention(*qkv(4, 4), tile=0)
