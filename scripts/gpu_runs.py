@@ -207,8 +207,9 @@ def exp_launch(device: str, quick: bool) -> dict[str, Any]:
         if device.startswith("cuda"):
             graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                chain(x)  # warm-up on a side stream, as torch.cuda.graphs' documentation asks before capture
+            with torch.cuda.stream(stream):  # warm-up on a side stream before capture, three iterations, as in the
+                for _ in range(3):            # "Whole-network capture" example of PyTorch's notes on CUDA semantics
+                    chain(x)
             torch.cuda.current_stream().wait_stream(stream)
             with torch.cuda.graph(graph):
                 chain(x)
