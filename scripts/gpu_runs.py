@@ -15,8 +15,11 @@ Experiments (chapter that shows each):
   cached decode step) as a benchmark record comparable with ``inferlab bench compare``.
 - ``phases`` (Chapter 8): prefill time against prompt length, decode step time against context.
 - ``roofline`` (Chapter 10): read bandwidth and matmul FLOP/s per dtype.
-- ``decode`` (Chapters 10 and 11): transformers' ``generate`` against the engine's decode-optimised
-  path, per dtype: decode tokens/s, and the GB/s that the weights read per token imply.
+- ``decode`` (Chapters 10 and 11): batch-1 greedy decode per dtype (float32, bfloat16): transformers'
+  ``generate``, the engine's decode-optimised path and its ``compile_decode`` path (not in
+  ``--quick``); per path the seconds per decode step, the weight bytes per token and the GB/s they
+  imply; the GPU's datasheet bandwidth (by ``torch.cuda.get_device_name``; None for an unknown part),
+  the bfloat16 weight-read floor and each step over it, against the goal of a step within 2x of it.
 - ``launch`` (Chapter 11): the time per operation of a chain of small in-place additions against
   the tensor's size, run eagerly, replayed as a CUDA graph (CUDA only), and compiled with
   ``torch.compile(mode="reduce-overhead")`` (not in ``--quick``): where launching, not the work,
@@ -140,52 +143,121 @@ def exp_roofline(device: str, quick: bool) -> dict[str, Any]:
             "matmul_s": rates}
 
 
+#: Part II's goal for a GPU (the issue's): a batch-1 decode step within this factor of the bfloat16 weight-read floor.
+GPU_GOAL_FACTOR = 2.0
+
+
+def datasheet_bandwidth(device_name: str | None) -> tuple[str | None, float | None]:
+    """The datasheet part and memory bandwidth (bytes/s) of a GPU named as ``torch.cuda.get_device_name`` names it.
+
+    Only parts whose name says which datasheet row applies: "Tesla T4"; "NVIDIA A100-SXM4-40GB" or
+    "A100-PCIE-40GB" (both 1,555 GB/s); "NVIDIA A100-SXM4-80GB"; "NVIDIA H100 80GB HBM3" or "H100 SXM";
+    "NVIDIA H200". Anything else (an A100 80GB PCIe, an H100 PCIe or NVL, any CPU) gives (None, None):
+    the record then says that no datasheet figure was found, rather than guess one.
+    """
+    from inferlab.bench.memory import DATASHEET_BANDWIDTH
+
+    name = (device_name or "").upper().replace("-", " ")
+    key = None
+    if "T4" in name.split():
+        key = "T4"
+    elif "A100" in name and "40GB" in name:
+        key = "A100 40GB"
+    elif "A100" in name and "80GB" in name and "SXM" in name:
+        key = "A100 80GB SXM"
+    elif "H100" in name and ("SXM" in name or "HBM3" in name) and "PCIE" not in name and "NVL" not in name:
+        key = "H100 SXM"
+    elif "H200" in name:
+        key = "H200"
+    return (key, DATASHEET_BANDWIDTH[key]) if key else (None, None)
+
+
+def decode_summary(step_s: dict[str, float | None], weight_bytes: dict[str, int], device_name: str | None,
+                   factor: float = GPU_GOAL_FACTOR) -> dict[str, Any]:
+    """Achieved GB/s per dtype and path, the bfloat16 weight-read floor, and each step over it (Chapter 11).
+
+    ``step_s``: "dtype/path" -> median seconds per decode step (None where the path failed);
+    ``weight_bytes``: dtype -> weight bytes read per token. The floor is bfloat16's weight bytes over
+    the datasheet bandwidth of the GPU (None when the part is unknown); the goal is a step within
+    ``factor`` of it.
+    """
+    part, bandwidth = datasheet_bandwidth(device_name)
+    floor = weight_bytes["bfloat16"] / bandwidth if bandwidth and "bfloat16" in weight_bytes else None
+    rows = {}
+    for key, seconds in step_s.items():
+        dtype = key.split("/", 1)[0]
+        row: dict[str, Any] = {"step_s": seconds}
+        if seconds:
+            row["achieved_bytes_per_s"] = weight_bytes[dtype] / seconds
+            row["step_over_bf16_floor"] = seconds / floor if floor else None
+            row["within_goal"] = seconds <= factor * floor if floor else None
+        rows[key] = row
+    return {"device_name": device_name, "datasheet_part": part, "datasheet_bytes_per_s": bandwidth,
+            "datasheet_note": ("data/datasheets.yml, inferlab.bench.memory.DATASHEET_BANDWIDTH" if part else
+                               "no datasheet bandwidth for this device: floor and ratios are None"),
+            "bf16_weight_read_floor_s": floor, "goal": f"decode step <= {factor} x the bfloat16 weight-read floor",
+            "paths": rows}
+
+
 def exp_decode(device: str, quick: bool) -> dict[str, Any]:
-    """transformers' generate against the engine's decode-optimised path, float32 and bfloat16, batch 1."""
+    """Batch-1 greedy decode per dtype: transformers, the engine's decode-optimised path, compiled (Chapters 10, 11).
+
+    Per dtype (float32, bfloat16) and path: the median over rounds of the seconds per decode step
+    (time of token N minus time of token 1, over N - 1: :mod:`inferlab.bench.decode`'s measure; each
+    token reaches the host before the next step, which synchronises the device), the tokens, and
+    whether they equal transformers' in float32; then :func:`decode_summary` against the datasheet.
+    """
     from inferlab.analysis.sizing import decode_weight_bytes
+    from inferlab.bench.decode import PROMPT, time_engine, time_transformers
     from inferlab.engine import Engine
     from inferlab.engine.backends import decode_backend
     from inferlab.models.registry import load_model
-    from inferlab.sampling import SamplingParams
 
-    new_tokens = 8 if quick else 128
-    results = {}
+    new_tokens, rounds = (6, 1) if quick else (64, 5)
+    device_name = torch.cuda.get_device_name(device) if device.startswith("cuda") else None
+    results: dict[str, Any] = {"new_tokens": new_tokens, "rounds": rounds, "batch": 1, "paths": {}}
+    step_s: dict[str, float | None] = {}
+    weight_bytes: dict[str, int] = {}
+    reference = None
     for dtype in ("float32", "bfloat16"):
         loaded = load_model(MODEL, device=device, dtype=dtype)
-        ids = loaded.tokenizer("An inference engine takes a trained model and a request, and it must turn them into",
-                               return_tensors="pt")["input_ids"].to(device)
-        weight_bytes = decode_weight_bytes(loaded.model)
-
-        def generate() -> list[int]:
-            with torch.inference_mode():
-                out = loaded.model.generate(ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                                            do_sample=False, eos_token_id=None, pad_token_id=0)
-            return out[0, ids.shape[1]:].tolist()
-
-        paths: dict[str, Callable[[], list[int]]] = {"transformers generate": generate}
+        ids = list(loaded.tokenizer(PROMPT, add_special_tokens=False).input_ids)
+        weight_bytes[dtype] = decode_weight_bytes(loaded.model)
+        paths: dict[str, Callable[[], Any]] = {
+            "transformers generate": lambda loaded=loaded, ids=ids: time_transformers(loaded.model, ids, new_tokens)}
         for compiled in ((False,) if quick else (False, True)):  # quick: compiling is tested in tests/test_decode.py
-            engine = Engine(decode_backend(loaded, layout="in_out", compiled=compiled), kv_cache="static")
-            params = SamplingParams(max_new_tokens=new_tokens, ignore_eos=True)
-            paths[f"engine decode-optimised{' compiled' if compiled else ''}"] = (
-                lambda engine=engine, params=params: list(engine.generate(ids[0].tolist(), params).token_ids))
-        row = {}
-        reference = None
-        for name, run in paths.items():
             try:
-                tokens = run()  # warm-up (and compilation)
-                m = measure(run, repeats=2 if quick else 5, warmup=1, device=device)
-                reference = reference or tokens
-                seconds = statistics.median(m.seconds)
-                row[name] = {"seconds": m.seconds, "tokens_per_s": new_tokens / seconds,
-                             "implied_bytes_per_s": weight_bytes * new_tokens / seconds,
-                             "tokens_equal_transformers": tokens == reference}
+                if compiled:
+                    torch._dynamo.reset()
+                backend = decode_backend(loaded, layout="streamed" if compiled else "in_out", compiled=compiled)
+                engine = Engine(backend, kv_cache="static")
             except Exception as error:  # one path failing must not lose the others
-                row[name] = {"error": f"{type(error).__name__}: {error}"}
-        results[dtype] = {"weight_bytes_per_token": weight_bytes, "new_tokens": new_tokens, "paths": row,
-                          "note": "tokens per second over the whole request (prefill of the prompt included)"}
+                results["paths"][f"{dtype}/engine{' compiled' if compiled else ''}"] = {
+                    "error": f"{type(error).__name__}: {error}"}
+                continue
+            paths[f"engine decode-optimised{' compiled' if compiled else ''}"] = (
+                lambda engine=engine, ids=ids: time_engine(engine, ids, new_tokens))
+        for name, run in paths.items():
+            key = f"{dtype}/{name}"
+            try:
+                started = time.perf_counter()
+                run()  # warm-up (and compilation)
+                warm_up_s = time.perf_counter() - started
+                timed = [run() for _ in range(rounds)]
+                reference = reference or timed[0].tokens  # float32 transformers, the first path run
+                step_s[key] = statistics.median(t.decode_s_per_token for t in timed)
+                results["paths"][key] = {
+                    "decode_s_per_token_rounds": [t.decode_s_per_token for t in timed],
+                    "ttft_s_rounds": [t.ttft_s for t in timed], "warm_up_s": warm_up_s,
+                    "tokens": timed[0].tokens, "tokens_equal_float32_transformers": timed[0].tokens == reference}
+            except Exception as error:
+                step_s[key] = None
+                results["paths"][key] = {"error": f"{type(error).__name__}: {error}"}
         del loaded
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
+    results["weight_bytes_per_token"] = weight_bytes
+    results["summary"] = decode_summary(step_s, weight_bytes, device_name)
     return results
 
 
@@ -197,6 +269,11 @@ def exp_launch(device: str, quick: bool) -> dict[str, Any]:
     def chain(x: torch.Tensor) -> torch.Tensor:
         for _ in range(ops):
             x.add_(1e-4)
+        return x
+
+    def chain_out_of_place(x: torch.Tensor) -> torch.Tensor:
+        for _ in range(ops):
+            x = x + 1e-4
         return x
 
     rows: dict[int, dict[str, Any]] = {}
@@ -217,11 +294,15 @@ def exp_launch(device: str, quick: bool) -> dict[str, Any]:
         else:
             row["graph_s"] = None  # CUDA graphs exist only on CUDA devices
         if not quick:
-            compiled = torch.compile(chain, mode="reduce-overhead")
-            compiled(x)  # compilation
+            # out of place: inductor's CUDA graphs skip a graph that mutates its inputs ("mutated inputs" in
+            # torch/_inductor/output_code.py), and fuses the chain into one kernel; on a CPU it makes no graph at all
+            compiled = torch.compile(chain_out_of_place, mode="reduce-overhead")
+            for _ in range(3):  # compilation, then the recordings of its CUDA graph (cudagraph trees warm up first)
+                compiled(x)
             row["compiled_s"] = measure(lambda: compiled(x), repeats=21, warmup=2, device=device).seconds
         rows[size] = row
-    return {"note": "seconds per whole chain; divide by ops for the time per operation", "sizes": rows}
+    return {"note": ("seconds per whole chain; divide by ops for the time per operation; compiled_s is an "
+                     "out-of-place chain that inductor fuses (one kernel, in a CUDA graph on CUDA)"), "sizes": rows}
 
 
 def main(argv: list[str] | None = None) -> int:

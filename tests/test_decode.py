@@ -10,7 +10,8 @@ import json
 import pytest
 import torch
 
-from inferlab.bench.decode import SELECTIONS, STAGES, format_decode, measure_decode, run_decode_benchmark
+from inferlab.bench.decode import (SELECTIONS, STAGES, compile_vs_eager, format_decode, measure_decode,
+                                   run_decode_benchmark)
 from inferlab.engine import Engine
 from inferlab.engine.backends import decode_backend
 from inferlab.errors import BadRequest
@@ -231,3 +232,46 @@ def test_the_command_line_options():
     assert any(stage.compiled for stage in SELECTIONS["short"])
     with pytest.raises(BadRequest, match="unknown selection"):
         run_decode_benchmark(stages="most")
+
+
+def test_the_compile_selection_is_the_best_eager_stage_and_the_compiled_one():
+    import argparse
+
+    from inferlab.bench.decode import add_decode_arguments
+
+    parser = argparse.ArgumentParser()
+    add_decode_arguments(parser)
+    assert parser.parse_args(["--stages", "compile"]).stages == "compile"
+    assert SELECTIONS["compile"] == (STAGES[4], STAGES[5])
+    assert [s.compiled for s in SELECTIONS["compile"]] == [False, True]
+
+
+def test_the_compile_ratio_is_recorded_and_printed(record):
+    eager, compiled = SELECTIONS["compile"]
+    rows = {eager.name: {"decode_tok_s": 20.0, "decode_tok_s_rounds": [19.0, 20.0, 21.0], "tokens_identical": True},
+            compiled.name: {"decode_tok_s": 30.0, "decode_tok_s_rounds": [28.5, 30.0, 31.5], "tokens_identical": True,
+                            "compile_and_warm_up_s": 4.0}}
+    ratio = compile_vs_eager(SELECTIONS["compile"], rows)
+    assert ratio["compiled"] == compiled.name and ratio["eager"] == eager.name
+    assert ratio["ratio"] == pytest.approx(1.5) and ratio["round_ratios"] == pytest.approx([1.5, 1.5, 1.5])
+    assert ratio["tokens_identical"]
+    rows[eager.name]["tokens_identical"] = False
+    assert not compile_vs_eager(SELECTIONS["compile"], rows)["tokens_identical"]
+    assert compile_vs_eager(SELECTIONS["compile"], {eager.name: rows[eager.name]}) is None  # no compiled path
+    assert compile_vs_eager([eager], rows) is None
+    # the eager-only record of the fixture has no ratio, and its table no ratio line
+    [block] = record["results"]
+    assert block["compile_vs_eager"] is None and "torch.compile vs eager" not in format_decode(record)
+    # a block with both paths prints the ratio line, and keeps the rest of the table
+    import copy
+
+    both = copy.deepcopy(record)
+    block = both["results"][0]
+    template = next(iter(block["paths"].values()))
+    block["paths"] = {eager.name: {**template, **rows[eager.name], "tokens_identical": True},
+                      compiled.name: {**template, **rows[compiled.name]}}
+    block["fastest"] = compiled.name
+    block["compile_vs_eager"] = compile_vs_eager(SELECTIONS["compile"], block["paths"])
+    text = format_decode(both)
+    assert "torch.compile vs eager: 1.50x decode tokens/s" in text and "compiling and warm-up 4.0 s" in text
+    assert "fastest:" in text and "transformers generate" in text

@@ -22,7 +22,9 @@ plain native model recomputing every position, then a dynamic KV cache, a static
 decode-optimised model (fused projections, fewer small operations), its [in, out] weight layout,
 and last ``torch.compile`` of the streamed [out, in] product, which replaces that layout as it
 compiles (its compilation, timed with the warm-up, is reported apart: ``compile_and_warm_up_s``). A chapter that measures other things too can time the short selection
-(:data:`SHORT_STAGES`, ``--stages short``) with fewer rounds or new tokens. Timings on a shared
+(:data:`SHORT_STAGES`, ``--stages short``) with fewer rounds or new tokens. ``--stages compile``
+(Chapter 11) times the best eager stage against the compiled one and prints their ratio,
+"torch.compile vs eager: N.NNx decode tokens/s" (:func:`compile_vs_eager`). Timings on a shared
 machine are noisy: read ratios, and the spread over the rounds that the record keeps.
 """
 from __future__ import annotations
@@ -72,8 +74,10 @@ STAGES = (
 #: A short selection, for a chapter that measures other things too: the plain native model with its
 #: static cache, the best eager path and the compiled one, each against transformers.
 SHORT_STAGES = (STAGES[2], STAGES[4], STAGES[5])
+#: The compile comparison of Chapter 11: the best eager decode-optimised stage and the compiled one.
+COMPILE_STAGES = (STAGES[4], STAGES[5])
 #: The selections that ``inferlab bench decode --stages`` names.
-SELECTIONS = {"all": STAGES, "short": SHORT_STAGES}
+SELECTIONS = {"all": STAGES, "short": SHORT_STAGES, "compile": COMPILE_STAGES}
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,24 @@ def _summary(runs: list[Timed], reference: list[int], weight_bytes: int, bandwid
     return summary
 
 
+def compile_vs_eager(stages: Sequence[Stage], rows: dict[str, Any]) -> dict[str, Any] | None:
+    """The compiled path's decode tokens/s over the fastest eager stage's, or None without both (Chapter 11).
+
+    ``ratio`` divides the two medians over the rounds; ``round_ratios`` divides round by round (the
+    rounds ran in alternating order, so each pair shares the machine's state); ``tokens_identical``
+    says whether both paths gave transformers' tokens in every round.
+    """
+    eager = [s.name for s in stages if not s.compiled and s.name in rows]
+    compiled = [s.name for s in stages if s.compiled and s.name in rows]
+    if not eager or not compiled:
+        return None
+    e = max(eager, key=lambda name: rows[name]["decode_tok_s"])
+    c = compiled[0]
+    return {"compiled": c, "eager": e, "ratio": rows[c]["decode_tok_s"] / rows[e]["decode_tok_s"],
+            "round_ratios": [a / b for a, b in zip(rows[c]["decode_tok_s_rounds"], rows[e]["decode_tok_s_rounds"])],
+            "tokens_identical": rows[c]["tokens_identical"] and rows[e]["tokens_identical"]}
+
+
 def measure_threads(loaded: LoadedModel, stages: Sequence[Stage], backends: Sequence[Backend], threads: int,
                     prompt_ids: list[int], new_tokens: int, rounds: int, bandwidth_bytes: int | None) -> dict[str, Any]:
     """One thread count: warm every path up, run them in alternating rounds, summarise (Chapter 10)."""
@@ -218,7 +240,7 @@ def measure_threads(loaded: LoadedModel, stages: Sequence[Stage], backends: Sequ
             "roofline_tok_s": bandwidth / weight_bytes, "transformers": hf, "paths": rows, "fastest": fastest,
             "goal_met": best["speedup_vs_transformers"] >= GOAL["speedup_vs_transformers"]
             and best["roofline_fraction"] >= GOAL["roofline_fraction"] and best["tokens_identical"],
-            "wall_s": time.perf_counter() - started}
+            "compile_vs_eager": compile_vs_eager(stages, rows), "wall_s": time.perf_counter() - started}
 
 
 def measure_decode(loaded: LoadedModel, threads: Sequence[int] = (1,), new_tokens: int = 16, rounds: int = 3,
@@ -272,7 +294,7 @@ def run_decode_benchmark(model: str = "smollm2-135m", threads: Sequence[int] | N
     """Load ``model`` once (float32, CPU) and run :func:`measure_decode` at 1 thread and at all usable cores (Chapter 10).
 
     ``stages`` is a name in :data:`SELECTIONS` (``"all"``: the whole ablation; ``"short"``:
-    :data:`SHORT_STAGES`, for a chapter) or a sequence of :class:`Stage`; ``compile=False`` leaves
+    :data:`SHORT_STAGES`, for a chapter; ``"compile"``: :data:`COMPILE_STAGES`, Chapter 11) or a sequence of :class:`Stage`; ``compile=False`` leaves
     out the compiled stage.
     """
     from inferlab.models.registry import load_model
@@ -309,6 +331,12 @@ def format_decode(record: dict[str, Any]) -> str:
         lines.append(f"  fastest: {block['fastest']}, {fastest['speedup_vs_transformers']:.2f}x transformers, "
                      f"{fastest['roofline_fraction']:.0%} of the roofline; goal (1.5x, 60 %) "
                      f"{'met' if block['goal_met'] else 'not met'}")
+        ratio = block.get("compile_vs_eager")
+        if ratio:
+            compile_s = block["paths"][ratio["compiled"]].get("compile_and_warm_up_s")
+            lines.append(f"  torch.compile vs eager: {ratio['ratio']:.2f}x decode tokens/s ({ratio['compiled']} against "
+                         f"{ratio['eager']}; same tokens: {'yes' if ratio['tokens_identical'] else 'NO'}"
+                         + (f"; compiling and warm-up {compile_s:.1f} s)" if compile_s is not None else ")"))
     return "\n".join(lines)
 
 
@@ -320,7 +348,8 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--new-tokens", type=int, default=16, help="tokens to generate per run (default 16)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per path (default 3)")
     parser.add_argument("--stages", choices=list(SELECTIONS), default="all",
-                        help="the whole ablation (all, the default) or a short selection for a chapter (short)")
+                        help="the whole ablation (all, the default), a short selection for a chapter (short), "
+                        "or the best eager stage against the compiled one (compile, Chapter 11)")
     parser.add_argument("--no-compile", action="store_true", help="leave out the torch.compile stage")
     parser.add_argument("--json", action="store_true", help="print the record as JSON")
 
