@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int]:
@@ -79,3 +80,148 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tile: int
             running_max = new_max
         out[:, :, q0:q0 + tile] = (acc / running_sum).view(batch, heads, rows_here, head_dim)
     return out
+
+
+# --- what surrounds the kernels: real inputs, PyTorch's own kernel, costs (Chapter 13) ---------------------------
+
+
+def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True) -> torch.Tensor:
+    """``F.scaled_dot_product_attention`` on the shapes of :func:`tiled_attention`, GQA included (Chapter 13).
+
+    The queries are the last ``q_len`` positions: a prefill (``q_len == k_len``) passes
+    ``is_causal=True``; one query (a decode step) sees every key and needs no mask; anything in between
+    gets an explicit boolean mask, because SDPA's ``is_causal`` aligns the mask to the top left.
+    """
+    group, offset = _check(q, k, v)
+    q_len, k_len = q.shape[2], k.shape[2]
+    if not causal or q_len == 1:
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=group > 1)
+    if q_len == k_len:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=group > 1)
+    mask = torch.arange(k_len, device=q.device) <= torch.arange(q_len, device=q.device).unsqueeze(1) + offset
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=group > 1)
+
+
+def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True) -> str:
+    """The name of the kernel PyTorch's dispatcher picks for :func:`sdpa_attention`'s call (Chapter 13).
+
+    Asks ``torch._fused_sdp_choice``, the function ``scaled_dot_product_attention`` itself calls to
+    choose (on the CPU: ``select_sdp_backend_cpp`` in ``aten/src/ATen/native/transformers/sdp_utils_cpp.cpp``).
+    """
+    from torch.nn.attention import SDPBackend
+
+    group, offset = _check(q, k, v)
+    q_len, k_len = q.shape[2], k.shape[2]
+    kwargs: dict = {"enable_gqa": group > 1}
+    if causal and q_len == k_len and q_len > 1:
+        kwargs["is_causal"] = True
+    elif causal and q_len > 1:
+        kwargs["attn_mask"] = torch.arange(k_len) <= torch.arange(q_len).unsqueeze(1) + offset
+    choice = torch._fused_sdp_choice(q, k, v, **kwargs)
+    return SDPBackend(choice).name
+
+
+def cpu_flash_bytes(batch: int, heads: int, q_len: int, k_len: int, head_dim: int, threads: int,
+                    dtype: torch.dtype = torch.float32) -> dict[str, int]:
+    """What PyTorch's CPU flash-attention kernel allocates through the tensor allocator, by its source (Chapter 13).
+
+    ``cpu_flash_attention`` in ``aten/src/ATen/native/cpu/FlashAttentionKernel.cpp`` (float32, no
+    packing) allocates the output, a float32 ``logsumexp`` [batch, q_len, heads], and one scratch
+    buffer per thread of ``qSplit * kvSplit + 2 * qSplit + qSplit * head_dim`` floats: a block of
+    scores, its running maximum and sum, and its output. ``flash_attention_kernel_impl`` picks the
+    block sizes from the number of queries: (256, 512) from 768 queries, (64, 512) from 192,
+    (32, 512) below; each is cut to the sequence when the sequence is shorter.
+    """
+    if dtype != torch.float32:
+        raise ValueError("the prediction is written for float32, whose kernel neither packs nor converts")
+    q_split = 256 if q_len >= 768 else 64 if q_len >= 192 else 32
+    q_split, kv_split = min(q_split, q_len), min(512, k_len)
+    per_thread = q_split * kv_split + 2 * q_split + q_split * head_dim
+    return {"output": batch * heads * q_len * head_dim * 4, "logsumexp": batch * q_len * heads * 4,
+            "scratch": threads * per_thread * 4, "q_block": q_split, "kv_block": kv_split}
+
+
+def naive_peak_bytes(batch: int, heads: int, q_len: int, k_len: int) -> int:
+    """Peak allocation of :func:`~inferlab.models.base.causal_attention` on float32 inputs, by its code (Chapter 13).
+
+    Read off the function: the scores, then ``scores * scale`` and its ``masked_fill`` while the
+    scores are still referenced (three score matrices alive at once), plus the boolean mask of
+    ``q_len x k_len`` bytes. Assumes contiguous queries (their regrouping is then a view) and
+    positions passed in.
+    """
+    return 3 * score_bytes(batch, heads, q_len, k_len) + q_len * k_len
+
+
+def attention_costs(heads: int, kv_heads: int, head_dim: int, q_len: int, k_len: int, batch: int = 1,
+                    bytes_per_value: int = 4, scores_in_memory: bool = False) -> dict[str, float]:
+    """FLOPs, bytes and arithmetic intensity of one layer's attention, queries the last of the keys (Chapter 13).
+
+    FLOPs: ``q kᵀ`` and ``p v``, two FLOPs per multiply-add, over the (query, key) pairs the causal
+    mask leaves visible (a kernel that skips masked blocks does about that many; the naive one does
+    ``q_len x k_len``); the softmax's few FLOPs per score are left out. Bytes: the least traffic,
+    queries, keys and values read once and the output written once; with ``scores_in_memory`` the
+    score matrix is also written once and read once, as the naive way must at least.
+    """
+    if min(heads, kv_heads, head_dim, q_len, k_len, batch) < 1 or q_len > k_len:
+        raise ValueError("sizes must be positive, with q_len <= k_len")
+    offset = k_len - q_len
+    visible = q_len * (offset + 1) + q_len * (q_len - 1) // 2  # query i sees keys 0 .. offset + i
+    flops = 4.0 * batch * heads * visible * head_dim
+    values = batch * (2 * heads * q_len * head_dim + 2 * kv_heads * k_len * head_dim)
+    if scores_in_memory:
+        values += 2 * batch * heads * q_len * k_len
+    nbytes = float(values * bytes_per_value)
+    return {"flops": flops, "bytes": nbytes, "intensity": flops / nbytes}
+
+
+class _Captured(Exception):
+    """Raised inside a forward pass once every requested layer's attention inputs are recorded (Chapter 13)."""
+
+
+def _attention_module(model: torch.nn.Module):
+    """The module whose global ``causal_attention`` a native model's blocks call (Chapter 13)."""
+    import sys
+
+    blocks = getattr(model, "layers", None) or getattr(model, "blocks", None)
+    if blocks is None:
+        raise ValueError(f"{type(model).__name__} is not a native GPT-2 or Llama model of inferlab.models")
+    module = sys.modules[type(blocks[0]).__module__]
+    if not hasattr(module, "causal_attention"):
+        raise ValueError(f"{module.__name__} does not call causal_attention")
+    return module, len(blocks)
+
+
+def attention_inputs(model: torch.nn.Module, input_ids: torch.Tensor,
+                     layers: list[int] | None = None) -> dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """The queries, keys and values that each chosen layer of a native model attends with (Chapter 13).
+
+    Runs ``model(input_ids)`` (no cache) with the blocks' ``causal_attention`` wrapped so that it
+    records contiguous copies of its q [batch, heads, seq, d], k and v [batch, kv_heads, seq, d],
+    and stops the pass after the last chosen layer: capturing layer 0 costs one block, not the model.
+    """
+    module, count = _attention_module(model)
+    wanted = sorted(set(range(count) if layers is None else layers))
+    if not wanted or wanted[0] < 0 or wanted[-1] >= count:
+        raise ValueError(f"layers must lie in 0 .. {count - 1}, got {layers}")
+    original = module.causal_attention
+    captured: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+    calls = [0]
+
+    def recording(q, k, v, positions=None, key_positions=None):
+        layer = calls[0]
+        calls[0] += 1
+        if layer in wanted:
+            captured[layer] = (q.contiguous().clone(), k.contiguous().clone(), v.contiguous().clone())
+            if layer == wanted[-1]:
+                raise _Captured
+        return original(q, k, v, positions, key_positions)
+
+    module.causal_attention = recording
+    try:
+        with torch.inference_mode():
+            model(input_ids)
+    except _Captured:
+        pass
+    finally:
+        module.causal_attention = original
+    return captured
