@@ -71,6 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_decode_arguments(bench_sub.add_parser(
         "decode", help="the engine's fastest CPU decode against transformers' generate (Chapter 10)"))
+    from inferlab.bench.quant import add_quant_arguments
+
+    add_quant_arguments(bench_sub.add_parser(
+        "quant", help="the engine's quantised decode paths against llama.cpp on the same GGUF weights (Chapter 12)"))
     return parser
 
 
@@ -161,6 +165,10 @@ def _bench(args: argparse.Namespace) -> int:
         from inferlab.bench.decode import run_decode
 
         return run_decode(args)
+    if args.bench_command == "quant":
+        from inferlab.bench.quant import run_quant
+
+        return run_quant(args)
     if args.bench_command == "run":
         if args.repeats < 6:
             raise BadRequest(f"--repeats must be at least 6 for a 95% interval around a median, got {args.repeats}")

@@ -31,6 +31,25 @@ if [ "$(cat "$VENV/.inferlab-setup" 2>/dev/null)" != "$(stamp_of)" ]; then
   stamp_of > "$VENV/.inferlab-setup"
 fi
 
+# llama.cpp's Python binding, for Chapter 12's comparison on the same GGUF weights. PyPI carries only
+# its source: pip compiles llama.cpp with the compilers and cmake of the machine (about four minutes
+# on 2 cores), for this processor (GGML_NATIVE), without the multimodal library and the tools the
+# binding never loads. The build time is kept in $VENV/llama-cpp-build.json for the chapter to show.
+if ! "$VENV/bin/python" -c 'import llama_cpp' 2>/dev/null; then
+  echo "setup: building llama-cpp-python from source (about four minutes)"
+  start=$(date +%s)
+  cmake_args="-DGGML_NATIVE=ON -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF"
+  CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+    "$VENV/bin/python" -m pip install -q -c constraints.txt llama-cpp-python > "$VENV/llama-cpp-build.log" 2>&1 \
+    || { cat "$VENV/llama-cpp-build.log"; exit 1; }
+  "$VENV/bin/python" - "$(( $(date +%s) - start ))" "$cmake_args" "$VENV/llama-cpp-build.json" <<'PY'
+import json, os, sys
+import llama_cpp
+json.dump({"seconds": int(sys.argv[1]), "version": llama_cpp.__version__, "cpus": os.cpu_count(),
+           "cmake_args": sys.argv[2]}, open(sys.argv[3], "w"))
+PY
+fi
+
 VENDOR=book/_static/vendor
 if [ ! -f "$VENDOR/html-manager/embed-amd.js" ] || [ ! -f "$VENDOR/require.min.js" ] \
    || [ ! -f "$VENDOR/mathjax/tex-mml-chtml.js" ]; then

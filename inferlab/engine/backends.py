@@ -81,20 +81,29 @@ def native_backend(loaded: LoadedModel, last_only: bool = True) -> Backend:
                    last_only=last_only)
 
 
-def decode_backend(loaded: LoadedModel, layout: str = "in_out", compiled: bool = False) -> Backend:
+def decode_backend(loaded: LoadedModel, layout: str = "in_out", compiled: bool = False,
+                   quantization: str | None = None) -> Backend:
     """The decode-optimised native model of Chapter 10 on a copy of the same weights (Chapter 10).
 
     ``layout`` is one of :data:`inferlab.models.decode.LAYOUTS`; ``compiled`` compiles its
     single-position step with ``torch.compile`` (use ``layout="streamed"``, which only pays compiled,
     and compile again after changing the thread count). Run it with ``Engine(..., kv_cache="static")``.
+    ``quantization`` (Chapter 12) is a format of :data:`inferlab.models.quantized.FORMATS`: the
+    weight matrices become packed codes (the layout is then ``"streamed"``, and ``compiled`` is
+    what makes it fast).
     """
     from inferlab.models.build import native_from_hf
     from inferlab.models.decode import compile_decode, decode_optimised
+    from inferlab.models.quantized import quantize_decode
 
+    if quantization is not None:
+        layout = "streamed"
     model = decode_optimised(native_from_hf(loaded.model), layout)
+    if quantization is not None:
+        quantize_decode(model, quantization)
     if compiled:
         compile_decode(model)
-    suffix = f"{layout} layout{', compiled' if compiled else ''}"
+    suffix = f"{layout} layout{', ' + quantization if quantization else ''}{', compiled' if compiled else ''}"
     return Backend(name=f"native decode-optimised ({loaded.name}, {suffix})", model=model,
                    tokenizer=loaded.tokenizer, eos_token_ids=end_of_sequence_ids(loaded), device=loaded.device,
                    provenance={"backend": f"native decode-optimised (inferlab.models.decode), {suffix}",

@@ -243,12 +243,16 @@ class DecodeModel(NativeCausalLM):
         """Token embeddings [batch, seq, hidden], from the head's matrix when tied (Chapter 10)."""
         if table is not None:
             return F.embedding(input_ids, table)
+        if isinstance(self.head, nn.Module):  # a quantised head (Chapter 12) reads its rows back itself
+            return self.head.rows(input_ids)
         if self.transposed:
             return self.head.index_select(1, input_ids.reshape(-1)).T.reshape(*input_ids.shape, -1)
         return F.embedding(input_ids, self.head)
 
     def lm_head_weight(self) -> torch.Tensor:
         """The LM head as [vocab, hidden], whatever the stored layout (Chapter 10)."""
+        if isinstance(self.head, nn.Module):  # a quantised head (Chapter 12)
+            return self.head.dequantize()
         return self.head.T if self.transposed else self.head
 
     def head_logits(self, hidden: torch.Tensor) -> torch.Tensor:
