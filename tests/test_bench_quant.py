@@ -10,7 +10,6 @@ import pytest
 from inferlab.bench.quant import (BITS, ENGINE_PATHS, add_quant_arguments, agreement, format_quant, llama_cpp_version,
                                   measure_quant)
 from inferlab.errors import BadRequest
-from test_decode import tiny_loaded
 
 needs_llama_cpp = pytest.mark.skipif(llama_cpp_version() is None, reason="llama-cpp-python is not installed")
 
@@ -26,8 +25,8 @@ def test_agreement_reads_the_common_prefix():
 
 
 @pytest.fixture(scope="module")
-def record(tiny_models, gpt2_tokenizer):
-    loaded = tiny_loaded(tiny_models["gpt2"], gpt2_tokenizer)
+def record(tiny_models, loaded_tiny):
+    loaded = loaded_tiny(tiny_models["gpt2"])
     return measure_quant(loaded, threads=(1,), new_tokens=4, rounds=2, paths=("float32", "q8_0", "int4"),
                          llama_formats=(), prompt=[1, 2, 3, 4, 5])
 
@@ -51,8 +50,8 @@ def test_the_record_names_each_path_its_bytes_and_agreement(record):
     (dict(threads=(0,)), "thread counts"),
     (dict(llama_formats=("q4_1",)), "llama.cpp runs the bundled SmolLM2"),
 ])
-def test_bad_settings_are_refused(tiny_models, gpt2_tokenizer, kwargs, message):
-    loaded = tiny_loaded(tiny_models["gpt2"], gpt2_tokenizer)
+def test_bad_settings_are_refused(tiny_models, loaded_tiny, kwargs, message):
+    loaded = loaded_tiny(tiny_models["gpt2"])
     with pytest.raises(BadRequest, match=message):
         measure_quant(loaded, **{"prompt": [1, 2, 3], **kwargs})
 
@@ -71,7 +70,6 @@ def test_the_command_line_options():
 def test_llama_cpps_q8_0_file_holds_the_engines_q8_0_codes(smollm2):
     """llama.cpp requantises the bundled file to Q8_0; the lab's Q8_0 of the same float32 weights is byte-identical."""
     import numpy as np
-    import torch
     from gguf import GGUFReader
 
     from inferlab.bench.quant import gguf_for

@@ -18,8 +18,6 @@ from inferlab.errors import BadRequest
 from inferlab.models import UnsupportedModel, compile_decode, decode_optimised, native_from_hf
 from inferlab.models.decode import LAYOUTS
 from inferlab.models.kv_cache import CacheFull
-from inferlab.models.registry import LoadedModel
-from inferlab.provenance import Provenance
 from inferlab.sampling.params import SamplingParams
 
 TOL = 1e-4
@@ -104,8 +102,8 @@ def test_the_in_out_layout_stores_each_matrix_once_transposed(tiny_models):
         decode_optimised(native, "blocked")
 
 
-def test_the_engine_runs_the_decode_backend_with_the_same_tokens(tiny_models, gpt2_tokenizer):
-    loaded = tiny_loaded(tiny_models["llama"], gpt2_tokenizer)
+def test_the_engine_runs_the_decode_backend_with_the_same_tokens(tiny_models, loaded_tiny):
+    loaded = loaded_tiny(tiny_models["llama"])
     prompt = random_ids(1, 6, seed=31)[0].tolist()
     params = SamplingParams(max_new_tokens=12, ignore_eos=True)
     plain = Engine(decode_backend(loaded, "out_in"), kv_cache=False).generate(prompt, params)
@@ -116,16 +114,9 @@ def test_the_engine_runs_the_decode_backend_with_the_same_tokens(tiny_models, gp
         assert layout in result.provenance["backend"]
 
 
-def tiny_loaded(model, tokenizer):
-    provenance = Provenance(model="tiny-random", source="tests/conftest.py tiny_models", revision=None,
-                            sha256="0" * 64, dtype="float32", parameters=sum(p.numel() for p in model.parameters()),
-                            tokenizer="gpt2", device="cpu", threads=1)
-    return LoadedModel("tiny-random", model, tokenizer, provenance, 0.0)
-
-
 @pytest.fixture(scope="module")
-def record(tiny_models, gpt2_tokenizer):
-    loaded = tiny_loaded(tiny_models["llama"], gpt2_tokenizer)
+def record(tiny_models, loaded_tiny):
+    loaded = loaded_tiny(tiny_models["llama"])
     prompt = random_ids(1, 7, seed=6)[0].tolist()  # tests/test_models.py: native greedy == generate here
     stages = [s for s in STAGES if not s.compiled]
     return measure_decode(loaded, threads=(1,), new_tokens=6, rounds=2, stages=stages, prompt=prompt,
@@ -162,17 +153,17 @@ def test_every_path_gives_transformers_tokens(record):
     ({"threads": (0,)}, "thread counts"), ({"threads": (10_000,)}, "thread counts"), ({"threads": ()}, "thread counts"),
     ({"new_tokens": 1}, "at least 2"), ({"rounds": 0}, "rounds"), ({"prompt": []}, "no token ids"),
 ])
-def test_bad_benchmark_settings_are_refused(tiny_models, gpt2_tokenizer, kwargs, message):
-    loaded = tiny_loaded(tiny_models["llama"], gpt2_tokenizer)
+def test_bad_benchmark_settings_are_refused(tiny_models, loaded_tiny, kwargs, message):
+    loaded = loaded_tiny(tiny_models["llama"])
     settings = {"threads": (1,), "new_tokens": 4, "rounds": 1, "prompt": [1, 2, 3], **kwargs}
     with pytest.raises(BadRequest, match=message):
         measure_decode(loaded, **settings)
 
 
-def test_a_non_float32_model_is_refused(tiny_models, gpt2_tokenizer):
+def test_a_non_float32_model_is_refused(tiny_models, loaded_tiny):
     import copy
 
-    loaded = tiny_loaded(copy.deepcopy(tiny_models["gpt2"]).to(torch.bfloat16), gpt2_tokenizer)
+    loaded = loaded_tiny(copy.deepcopy(tiny_models["gpt2"]).to(torch.bfloat16))
     with pytest.raises(BadRequest, match="float32"):
         measure_decode(loaded, threads=(1,), new_tokens=4, rounds=1, prompt=[1, 2, 3])
 

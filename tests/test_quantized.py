@@ -142,11 +142,10 @@ def test_bad_settings_are_refused(tiny_models):
     assert quantize_with(torch.randn(4, 64), FORMATS["int8"]["blocks"]).group_size == 64
 
 
-def test_the_engine_serves_a_quantised_backend_with_the_twins_tokens(tiny_models, gpt2_tokenizer):
-    from test_decode import tiny_loaded
-
+def test_the_engine_serves_a_quantised_backend_with_the_twins_tokens(tiny_models, loaded_tiny):
+    
     hf = tiny_models["gpt2"]
-    loaded = tiny_loaded(hf, gpt2_tokenizer)
+    loaded = loaded_tiny(hf)
     backend = decode_backend(loaded, quantization="q8_0")  # an exact format: the twin's tokens
     assert backend.model.layout == "streamed" and "q8_0" in backend.name
     twin = float_twin(quantised(native_from_hf(hf), "q8_0"))
