@@ -114,7 +114,7 @@ def time_transformers(model: Any, prompt_ids: list[int], new_tokens: int) -> Tim
     """transformers' ``generate``: greedy, its KV cache, no end-of-sequence stop, exactly N tokens (Chapter 10)."""
     import torch
 
-    ids = torch.tensor([prompt_ids])
+    ids = torch.tensor([prompt_ids], device=model.device)  # on the model's device: 4.x only warns about a mismatch
     stamps = _Stamps()
     with torch.inference_mode():
         start = time.perf_counter()
