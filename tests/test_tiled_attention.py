@@ -68,3 +68,21 @@ def test_bad_shapes_are_refused():
         tiled_attention(q, k, v)
     with pytest.raises(ValueError, match="tile"):
         tiled_attention(*qkv(4, 4), tile=0)
+
+
+def test_float32_error_bound_holds_and_catches_a_wrong_mask():
+    from inferlab.models.tiled_attention import float32_error_bound, sdpa_attention
+
+    q, k, v = qkv(96, 96)
+    exact = causal_attention(q.double(), k.double(), v.double(), torch.arange(96))
+    naive = causal_attention(q, k, v, torch.arange(96))
+    tiled = tiled_attention(q, k, v, 16)
+    assert (naive.double() - exact).abs().max() <= float32_error_bound(q, k, v, 0)[0]
+    assert (tiled.double() - exact).abs().max() <= float32_error_bound(q, k, v, 6)[0]
+    assert (sdpa_attention(q, k, v).double() - exact).abs().max() <= float32_error_bound(q, k, v, 1)[0]
+    unmasked = tiled_attention(q, k, v, 16, causal=False).double()
+    assert (unmasked - exact).abs().max() > 10 * float32_error_bound(q, k, v, 6)[0]
+    # more key tiles, more rescalings: the bound grows with T
+    assert float32_error_bound(q, k, v, 6)[0] > float32_error_bound(q, k, v, 0)[0]
+    with pytest.raises(ValueError):
+        float32_error_bound(q, k, v, -1)

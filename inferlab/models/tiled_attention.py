@@ -23,6 +23,9 @@ import math
 import torch
 import torch.nn.functional as F
 
+FLOAT32_U = 2.0 ** -24  # float32's unit roundoff: round-to-nearest is off by at most u, relatively
+FLASH_KV_BLOCK = 512  # the CPU flash kernel's key block (kv_split_size) at every query-block choice
+
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int]:
     """(heads per KV head, position offset of the first query), refusing shapes that do not fit (Chapter 13)."""
@@ -135,10 +138,39 @@ def cpu_flash_bytes(batch: int, heads: int, q_len: int, k_len: int, head_dim: in
     if dtype != torch.float32:
         raise ValueError("the prediction is written for float32, whose kernel neither packs nor converts")
     q_split = 256 if q_len >= 768 else 64 if q_len >= 192 else 32
-    q_split, kv_split = min(q_split, q_len), min(512, k_len)
+    q_split, kv_split = min(q_split, q_len), min(FLASH_KV_BLOCK, k_len)
     per_thread = q_split * kv_split + 2 * q_split + q_split * head_dim
     return {"output": batch * heads * q_len * head_dim * 4, "logsumexp": batch * q_len * heads * 4,
             "scratch": threads * per_thread * 4, "q_block": q_split, "kv_block": kv_split}
+
+
+def float32_error_bound(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_tiles: int,
+                        exp_ulp: float = 20, a: float | None = None) -> tuple[float, float]:
+    """A first-order a-priori bound on |float32 attention - exact attention|, per output element (Chapter 13).
+
+    ``B = (2 (d + 5) A + 2 n + 1 + 2 c + 2 T (c + 1)) u max|v|`` with ``u = 2^-24``, ``A`` the largest
+    ``sum_i |q_i k_ji| / sqrt(d)`` of any query against any key, ``c = 2 exp_ulp`` (an ULP of a float32
+    in [1, 2) is 2u) and ``T = key_tiles`` the number of key tiles whose rescalings a kernel applies
+    (0 for a softmax over the whole row). The terms: each score is off by at most ``(d + 1) u A``
+    (d products, d - 1 additions in any order, one scaling) and each subtraction of a maximum by
+    ``u`` of a difference at most ``2A``, at most ``4 u A`` over the chain of rescalings (the
+    maxima only rise, so the differences telescope); each exponential adds ``c u``; each rescaling
+    one exponential and one multiplication, ``(c + 1) u``; each of those enters a weight's numerator
+    and, through the sum, its denominator (the factor 2); the sums of the denominator and of the
+    weighted values add ``(n - 1) u`` and ``n u`` for any order and blocking, the final division
+    (a reciprocal and a multiplication) ``2 u``. Returns ``(B, A)``; pass ``a`` from an earlier call on
+    the same q and k to skip recomputing ``A`` (a float64 product of every query with every key).
+    """
+    group, _ = _check(q, k, v)
+    if key_tiles < 0:
+        raise ValueError(f"key_tiles must be at least 0, got {key_tiles}")
+    n, d = k.shape[2], q.shape[-1]
+    if a is None:
+        keys = k.double().repeat_interleave(group, dim=1)
+        a = ((q.double().abs() @ keys.abs().transpose(-1, -2)) / math.sqrt(d)).amax().item()
+    c = 2 * exp_ulp
+    bound = (2 * (d + 5) * a + 2 * n + 1 + 2 * c + 2 * key_tiles * (c + 1)) * FLOAT32_U * v.abs().amax().item()
+    return bound, a
 
 
 def naive_peak_bytes(batch: int, heads: int, q_len: int, k_len: int) -> int:
