@@ -143,6 +143,9 @@ def exp_roofline(device: str, quick: bool) -> dict[str, Any]:
             "matmul_s": rates}
 
 
+#: The path whose tokens every other path of the decode experiment is compared with.
+REFERENCE_PATH = "float32/transformers generate"
+
 #: Part II's goal for a GPU (the issue's): a batch-1 decode step within this factor of the bfloat16 weight-read floor.
 GPU_GOAL_FACTOR = 2.0
 
@@ -152,22 +155,26 @@ def datasheet_bandwidth(device_name: str | None) -> tuple[str | None, float | No
 
     Only parts whose name says which datasheet row applies: "Tesla T4"; "NVIDIA A100-SXM4-40GB" or
     "A100-PCIE-40GB" (both 1,555 GB/s); "NVIDIA A100-SXM4-80GB"; "NVIDIA H100 80GB HBM3" or "H100 SXM";
-    "NVIDIA H200". Anything else (an A100 80GB PCIe, an H100 PCIe or NVL, any CPU) gives (None, None):
-    the record then says that no datasheet figure was found, rather than guess one.
+    "NVIDIA H200". The part is matched as a whole word of the name, so that "NVIDIA GH200 480GB" (a
+    Grace Hopper superchip, whose memory is not the H200's) is not taken for an H200. Anything else
+    (an A100 80GB PCIe, an H100 PCIe or NVL, an H200 NVL, a GH200, any CPU) gives (None, None): the
+    record then says that no datasheet figure was found, rather than guess one.
     """
     from inferlab.bench.memory import DATASHEET_BANDWIDTH
 
     name = (device_name or "").upper().replace("-", " ")
+    words = set(name.split())
     key = None
-    if "T4" in name.split():
+    if "T4" in words:
         key = "T4"
-    elif "A100" in name and "40GB" in name:
+    elif "A100" in words and "40GB" in words:
         key = "A100 40GB"
-    elif "A100" in name and "80GB" in name and "SXM" in name:
+    elif "A100" in words and "80GB" in words and any(w.startswith("SXM") for w in words):
         key = "A100 80GB SXM"
-    elif "H100" in name and ("SXM" in name or "HBM3" in name) and "PCIE" not in name and "NVL" not in name:
+    elif ("H100" in words and (any(w.startswith("SXM") for w in words) or "HBM3" in words)
+          and "PCIE" not in words and "NVL" not in words):
         key = "H100 SXM"
-    elif "H200" in name:
+    elif "H200" in words and "NVL" not in words:
         key = "H200"
     return (key, DATASHEET_BANDWIDTH[key]) if key else (None, None)
 
@@ -205,7 +212,9 @@ def exp_decode(device: str, quick: bool) -> dict[str, Any]:
     Per dtype (float32, bfloat16) and path: the median over rounds of the seconds per decode step
     (time of token N minus time of token 1, over N - 1: :mod:`inferlab.bench.decode`'s measure; each
     token reaches the host before the next step, which synchronises the device), the tokens, and
-    whether they equal transformers' in float32; then :func:`decode_summary` against the datasheet.
+    whether they equal transformers' in float32 (None if that path failed); then :func:`decode_summary`
+    against the datasheet. Neither engine path uses a CUDA graph: ``compile_decode`` compiles in
+    inductor's default mode, so the compiled path measures fusion, not the removal of launches.
     """
     from inferlab.analysis.sizing import decode_weight_bytes
     from inferlab.bench.decode import PROMPT, time_engine, time_transformers
@@ -244,12 +253,15 @@ def exp_decode(device: str, quick: bool) -> dict[str, Any]:
                 run()  # warm-up (and compilation)
                 warm_up_s = time.perf_counter() - started
                 timed = [run() for _ in range(rounds)]
-                reference = reference or timed[0].tokens  # float32 transformers, the first path run
+                if key == REFERENCE_PATH:  # the reference is float32 transformers' tokens, never another path's
+                    reference = timed[0].tokens
                 step_s[key] = statistics.median(t.decode_s_per_token for t in timed)
                 results["paths"][key] = {
                     "decode_s_per_token_rounds": [t.decode_s_per_token for t in timed],
                     "ttft_s_rounds": [t.ttft_s for t in timed], "warm_up_s": warm_up_s,
-                    "tokens": timed[0].tokens, "tokens_equal_float32_transformers": timed[0].tokens == reference}
+                    "tokens": timed[0].tokens,
+                    # None when float32 transformers failed: there is then nothing to compare with
+                    "tokens_equal_float32_transformers": None if reference is None else timed[0].tokens == reference}
             except Exception as error:
                 step_s[key] = None
                 results["paths"][key] = {"error": f"{type(error).__name__}: {error}"}

@@ -55,7 +55,7 @@ def test_the_model_experiments_run_on_the_cpu(tmp_path):
     ("Tesla T4", "T4"), ("NVIDIA A100-SXM4-40GB", "A100 40GB"), ("NVIDIA A100-PCIE-40GB", "A100 40GB"),
     ("NVIDIA A100-SXM4-80GB", "A100 80GB SXM"), ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H200", "H200"),
     ("NVIDIA A100 80GB PCIe", None), ("NVIDIA H100 PCIe", None), ("NVIDIA H100 NVL", None), ("NVIDIA L4", None),
-    (None, None),
+    ("NVIDIA GH200 480GB", None), ("NVIDIA GH200 144G HBM3e", None), ("NVIDIA H200 NVL", None), (None, None),
 ])
 def test_the_datasheet_bandwidth_is_found_only_for_a_known_part(name, part):
     from inferlab.bench.memory import DATASHEET_BANDWIDTH
@@ -101,7 +101,24 @@ def test_the_decode_experiment_runs_on_the_cpu(tmp_path):
     assert {"float32/transformers generate", "float32/engine decode-optimised", "bfloat16/transformers generate",
             "bfloat16/engine decode-optimised"} <= set(paths)
     assert all("error" not in row for row in paths.values()), paths
+    assert paths["float32/transformers generate"]["tokens_equal_float32_transformers"] is True
     assert paths["float32/engine decode-optimised"]["tokens_equal_float32_transformers"]
     summary = result["summary"]
     assert summary["datasheet_part"] is None and summary["bf16_weight_read_floor_s"] is None
     assert all(row["achieved_bytes_per_s"] > 0 for row in summary["paths"].values())
+
+
+@pytest.mark.slow
+def test_the_decode_reference_is_only_float32_transformers(tmp_path, monkeypatch):
+    """With float32 transformers failing, no path is compared with another path's tokens: the flag is None."""
+    import inferlab.bench.decode
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("transformers path made to fail by the test")
+
+    monkeypatch.setattr(inferlab.bench.decode, "time_transformers", fail)
+    assert load_script().main(["--device", "cpu", "--quick", "--out", str(tmp_path), "--only", "decode"]) == 0
+    paths = json.loads((tmp_path / "decode.json").read_text())["result"]["paths"]
+    assert "error" in paths["float32/transformers generate"]
+    engine_rows = [row for key, row in paths.items() if "engine" in key]
+    assert engine_rows and all(row["tokens_equal_float32_transformers"] is None for row in engine_rows), paths
