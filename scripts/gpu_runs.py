@@ -306,8 +306,12 @@ def exp_launch(device: str, quick: bool) -> dict[str, Any]:
         else:
             row["graph_s"] = None  # CUDA graphs exist only on CUDA devices
         if not quick:
-            # out of place: inductor's CUDA graphs skip a graph that mutates its inputs ("mutated inputs" in
-            # torch/_inductor/output_code.py), and fuses the chain into one kernel; on a CPU it makes no graph at all
+            # out of place: inductor fuses the chain into one kernel, and its CUDA graphs would skip a graph that
+            # mutates an input. With the default triton.cudagraph_support_input_mutation=True that skip happens at run
+            # time: the CUDA graph trees (torch/_inductor/cudagraph_trees.py, _update_non_cudagraph_managed_mutation)
+            # call check_for_mutation (cudagraph_utils.py), log "skipping cudagraphs due to mutated inputs" once and run
+            # that function without a graph. (output_code.py checks mutation at compile time only when that option is
+            # off.) On a CPU it makes no graph at all.
             compiled = torch.compile(chain_out_of_place, mode="reduce-overhead")
             for _ in range(3):  # compilation, then the recordings of its CUDA graph (cudagraph trees warm up first)
                 compiled(x)

@@ -45,7 +45,8 @@ def check_break_even_tokens(answer_tokens: float, compile_s: float, eager_s_per_
     """Chapter 11, Check yourself: tokens a process must decode before a compilation pays for itself.
 
     Each token saves ``eager_s_per_token - compiled_s_per_token``; the compilation costs
-    ``compile_s`` once, so it pays after ``compile_s / saving`` tokens.
+    ``compile_s`` once (the time it added: the compiling request less the same request served
+    eagerly), so it pays after ``compile_s / saving`` tokens.
     """
     saving = eager_s_per_token - compiled_s_per_token
     if saving <= 0:
