@@ -86,3 +86,24 @@ def test_float32_error_bound_holds_and_catches_a_wrong_mask():
     assert float32_error_bound(q, k, v, 6)[0] > float32_error_bound(q, k, v, 0)[0]
     with pytest.raises(ValueError):
         float32_error_bound(q, k, v, -1)
+
+
+def test_the_scaling_rounds_unless_sqrt_d_is_a_power_of_two():
+    """1/sqrt(d) is exact in float32 only for d a power of four; otherwise the constant itself rounds (Chapter 13)."""
+    from inferlab.models.tiled_attention import FLOAT32_U, float32_error_bound, scale_roundings
+
+    for d in (1, 4, 16, 64, 256):
+        assert scale_roundings(d) == 1
+        assert torch.tensor(1 / d ** 0.5, dtype=torch.float32).item() == 1 / d ** 0.5
+    for d in (2, 8, 12, 32, 48, 80, 96, 128):
+        assert scale_roundings(d) == 2
+        assert torch.tensor(1 / d ** 0.5, dtype=torch.float32).item() != 1 / d ** 0.5
+    with pytest.raises(ValueError):
+        scale_roundings(0)
+    for d in (16, 24):  # the bound's score term is (d + 4 + s) A, counted twice
+        q, k, v = qkv(40, 40, d=d)
+        bound, a = float32_error_bound(q, k, v, 2, 20)
+        want = (2 * (d + 4 + scale_roundings(d)) * a + 2 * 40 + 1 + 2 * 40 + 2 * 2 * 41) * FLOAT32_U * v.abs().max().item()
+        assert bound == pytest.approx(want, rel=1e-12)
+        exact = causal_attention(q.double(), k.double(), v.double(), torch.arange(40))
+        assert (tiled_attention(q, k, v, 16).double() - exact).abs().max() <= float32_error_bound(q, k, v, 3)[0]

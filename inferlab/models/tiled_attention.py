@@ -144,22 +144,38 @@ def cpu_flash_bytes(batch: int, heads: int, q_len: int, k_len: int, head_dim: in
             "scratch": threads * per_thread * 4, "q_block": q_split, "kv_block": kv_split}
 
 
+def scale_roundings(head_dim: int) -> int:
+    """Roundings, in units of u, that scaling a float32 score by ``1 / sqrt(head_dim)`` adds (Chapter 13).
+
+    One for the multiplication; one more for the float32 constant ``1 / sqrt(head_dim)`` itself,
+    unless ``sqrt(head_dim)`` is a power of two (``head_dim`` a power of four: 16, 64, 256), whose
+    reciprocal float32 holds exactly.
+    """
+    if head_dim < 1:
+        raise ValueError(f"head_dim must be positive, got {head_dim}")
+    power_of_four = head_dim & (head_dim - 1) == 0 and (head_dim.bit_length() - 1) % 2 == 0
+    return 1 if power_of_four else 2
+
+
 def float32_error_bound(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_tiles: int,
                         exp_ulp: float = 20, a: float | None = None) -> tuple[float, float]:
     """A first-order a-priori bound on |float32 attention - exact attention|, per output element (Chapter 13).
 
-    ``B = (2 (d + 5) A + 2 n + 1 + 2 c + 2 T (c + 1)) u max|v|`` with ``u = 2^-24``, ``A`` the largest
+    ``B = (2 (d + 4 + s) A + 2 n + 1 + 2 c + 2 T (c + 1)) u max|v|`` with ``u = 2^-24``, ``A`` the largest
     ``sum_i |q_i k_ji| / sqrt(d)`` of any query against any key, ``c = 2 exp_ulp`` (an ULP of a float32
     in [1, 2) is 2u) and ``T = key_tiles`` the number of key tiles whose rescalings a kernel applies
-    (0 for a softmax over the whole row). The terms: each score is off by at most ``(d + 1) u A``
-    (d products, d - 1 additions in any order, one scaling) and each subtraction of a maximum by
-    ``u`` of a difference at most ``2A``, at most ``4 u A`` over the chain of rescalings (the
-    maxima only rise, so the differences telescope); each exponential adds ``c u``; each rescaling
-    one exponential and one multiplication, ``(c + 1) u``; each of those enters a weight's numerator
-    and, through the sum, its denominator (the factor 2); the sums of the denominator and of the
-    weighted values add ``(n - 1) u`` and ``n u`` for any order and blocking, the final division
-    (a reciprocal and a multiplication) ``2 u``. Returns ``(B, A)``; pass ``a`` from an earlier call on
-    the same q and k to skip recomputing ``A`` (a float64 product of every query with every key).
+    (0 for a softmax over the whole row). The terms: each score is off by at most ``(d + s) u A``:
+    ``d u A`` for its d products and d - 1 additions in any order, and ``s u A`` for the scaling by
+    ``1 / sqrt(d)``, with ``s = 1`` when ``sqrt(d)`` is a power of two (the constant is then exact in
+    float32; :func:`scale_roundings`) and ``s = 2`` otherwise (the constant rounds, then the product);
+    each subtraction of a maximum is off by ``u`` of a difference at most ``2A``, at most ``4 u A`` over
+    the chain of rescalings (the maxima only rise, so the differences telescope); each exponential
+    adds ``c u``; each rescaling one exponential and one multiplication, ``(c + 1) u``; each of those
+    enters a weight's numerator and, through the sum, its denominator (the factor 2); the sums of the
+    denominator and of the weighted values add ``(n - 1) u`` and ``n u`` for any order and blocking,
+    the final division (a reciprocal and a multiplication) ``2 u``. Returns ``(B, A)``; pass ``a`` from
+    an earlier call on the same q and k to skip recomputing ``A`` (a float64 product of every query
+    with every key).
     """
     group, _ = _check(q, k, v)
     if key_tiles < 0:
@@ -169,7 +185,8 @@ def float32_error_bound(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_t
         keys = k.double().repeat_interleave(group, dim=1)
         a = ((q.double().abs() @ keys.abs().transpose(-1, -2)) / math.sqrt(d)).amax().item()
     c = 2 * exp_ulp
-    bound = (2 * (d + 5) * a + 2 * n + 1 + 2 * c + 2 * key_tiles * (c + 1)) * FLOAT32_U * v.abs().amax().item()
+    per_unit = 2 * (d + 4 + scale_roundings(d)) * a + 2 * n + 1 + 2 * c + 2 * key_tiles * (c + 1)
+    bound = per_unit * FLOAT32_U * v.abs().amax().item()
     return bound, a
 
 
