@@ -19,8 +19,8 @@ multiply-and-sum over the codes, with float32 activations, exactly the weights t
 Two call PyTorch's own packed CPU operators, which also round the activations:
 
 - ``"int8"``: per-channel symmetric int8 weights, multiplied by fbgemm's dynamically quantised
-  product (``torch.ops.quantized.linear_dynamic``: the activation rows are quantised to 8 bits,
-  one scale per call, and the product runs in integers) (:class:`Int8DynamicWeight`);
+  product (``torch.ops.quantized.linear_dynamic``: the activations are quantised to 8 bits, one
+  scale and zero point per row, and the product runs in integers) (:class:`Int8DynamicWeight`);
 - ``"int4"``: Q4_1's codes and groups for the blocks in the layout of
   ``torch.ops.aten._weight_int4pack_mm_for_cpu``, which takes ``w = (q - 8) * scale + zero`` with
   bfloat16 scales and zeros and bfloat16 activations (its float32 path is a slow fallback on this
@@ -166,11 +166,20 @@ _handles = itertools.count()
 def fbgemm_linear(x: torch.Tensor, handle: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     """x [rows, in] @ W.T through fbgemm's dynamically quantised product, W packed under ``handle`` (Chapter 12).
 
+    fbgemm's operator quantises its whole input with one scale and zero point, from the input's
+    minimum and maximum (``FindMinMax`` over ``input.numel()`` in ATen's ``qlinear_dynamic.cpp``).
+    Rows are passed one at a time, so that each row (each token) gets its own scale, as in a decode
+    step: a prefill then rounds every position as decoding would, and one position's large
+    activations cannot coarsen the others' steps.
+
     A custom operator, so that ``torch.compile`` keeps the call as one opaque node of its graph
     instead of breaking the graph around it; ``scales`` (W's [out, 1] scales) gives the output's
     width to the compiler's shape inference (:func:`_fbgemm_linear_shape`).
     """
-    return torch.ops.quantized.linear_dynamic(x, _FBGEMM_PACKED[int(handle)], False)
+    packed = _FBGEMM_PACKED[int(handle)]
+    if x.shape[0] == 1:
+        return torch.ops.quantized.linear_dynamic(x, packed, False)
+    return torch.cat([torch.ops.quantized.linear_dynamic(row, packed, False) for row in x.split(1)])
 
 
 @fbgemm_linear.register_fake
@@ -184,7 +193,7 @@ class Int8DynamicWeight(QuantizedWeight):
     ``torch.ops.quantized.linear_prepack`` packs a per-channel ``qint8`` tensor into fbgemm's
     layout; ``torch.ops.quantized.linear_dynamic(x, packed, reduce_range=False)`` quantises x to
     8 bits with one scale and zero point per call (from x's range), multiplies in integers and
-    rescales to float32. The codes and scales are also kept, for :meth:`rows` and
+    rescales to float32; :func:`fbgemm_linear` calls it once per row. The codes and scales are also kept, for :meth:`rows` and
     :meth:`dequantize`: the packed copy is what a product reads.
     """
 
@@ -212,7 +221,7 @@ class Int8DynamicWeight(QuantizedWeight):
         return rows.view(*ids.shape, self.in_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x [..., in] → [..., out] through fbgemm, activations quantised per call (Chapter 12)."""
+        """x [..., in] → [..., out] through fbgemm, activations quantised per row (Chapter 12)."""
         y = fbgemm_linear(x.reshape(-1, self.in_features), self.handle, self.scales)
         return y.view(*x.shape[:-1], self.out_features)
 
