@@ -107,3 +107,13 @@ def test_every_chapter_has_check_yourself_questions_with_hidden_answers(md):
     answers = re.findall(r"```\{admonition\} Answer\s*\n\s*:class: dropdown", section)
     assert 5 <= len(questions) <= 8, f"{md.name}: {len(questions)} questions (want 5 to 8)"
     assert len(answers) == len(questions), f"{md.name}: {len(questions)} questions, {len(answers)} hidden answers"
+
+
+def test_no_figure_id_is_also_a_section_label():
+    """A plotly div whose id is a section label's anchor is never drawn: the label's span comes first in the page."""
+    import re
+
+    texts = [p.read_text() for p in sorted((ROOT / "notebooks").glob("ch*.md"))]
+    figures = {m for t in texts for m in re.findall(r'show\(fig, "([^"]+)"\)', t)}
+    labels = {m for t in texts for m in re.findall(r"^\(([\w-]+)\)=$", t, flags=re.M)}
+    assert figures and labels and not figures & labels, figures & labels
