@@ -35,19 +35,33 @@ fi
 # its source: pip compiles llama.cpp with the compilers and cmake of the machine (about four minutes
 # on 2 cores), for this processor (GGML_NATIVE), without the multimodal library and the tools the
 # binding never loads. The build time is kept in $VENV/llama-cpp-build.json for the chapter to show.
-if ! "$VENV/bin/python" -c 'import llama_cpp' 2>/dev/null; then
-  echo "setup: building llama-cpp-python from source (about four minutes)"
+# With INFERLAB_LLAMA_BACKGROUND=1 (scripts/build_book.sh sets it) the build runs in the background
+# while the rest of the setup and the book's build go on: $VENV/llama-cpp-build.pid names the
+# background job, which writes "ok" or "failed" to $VENV/llama-cpp-build.result when it ends;
+# scripts/build_book.sh waits for it before it returns.
+build_llama() {
+  local start cmake_args
   start=$(date +%s)
   cmake_args="-DGGML_NATIVE=ON -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF"
   CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
-    "$VENV/bin/python" -m pip install -q -c constraints.txt llama-cpp-python > "$VENV/llama-cpp-build.log" 2>&1 \
-    || { cat "$VENV/llama-cpp-build.log"; exit 1; }
-  "$VENV/bin/python" - "$(( $(date +%s) - start ))" "$cmake_args" "$VENV/llama-cpp-build.json" <<'PY'
+    "$VENV/bin/python" -m pip install -q -c constraints.txt llama-cpp-python > "$VENV/llama-cpp-build.log" 2>&1 || return 1
+  "$VENV/bin/python" - "$(( $(date +%s) - start ))" "$cmake_args" "$VENV/llama-cpp-build.json" <<'PY' || return 1
 import json, os, sys
 import llama_cpp
 json.dump({"seconds": int(sys.argv[1]), "version": llama_cpp.__version__, "cpus": os.cpu_count(),
            "cmake_args": sys.argv[2]}, open(sys.argv[3], "w"))
 PY
+}
+if ! "$VENV/bin/python" -c 'import llama_cpp' 2>/dev/null; then
+  if [ "${INFERLAB_LLAMA_BACKGROUND:-}" = 1 ]; then
+    echo "setup: building llama-cpp-python from source in the background (about four minutes)"
+    rm -f "$VENV/llama-cpp-build.result"
+    ( if build_llama; then echo ok; else echo failed; fi > "$VENV/llama-cpp-build.result" ) &
+    echo $! > "$VENV/llama-cpp-build.pid"
+  else
+    echo "setup: building llama-cpp-python from source (about four minutes)"
+    build_llama || { cat "$VENV/llama-cpp-build.log"; exit 1; }
+  fi
 fi
 
 VENDOR=book/_static/vendor
