@@ -266,3 +266,13 @@ def test_the_compile_ratio_is_recorded_and_printed(record):
     text = format_decode(both)
     assert "torch.compile vs eager: 1.50x decode tokens/s" in text and "compiling and warm-up 4.0 s" in text
     assert "fastest:" in text and "transformers generate" in text
+
+
+def test_alternating_rounds_reverse_the_order_every_other_round():
+    from inferlab.bench.decode import alternating_rounds
+
+    calls, ticks = [], []
+    paths = {name: (lambda name=name: calls.append(name) or len(calls)) for name in "ABC"}
+    runs = alternating_rounds(paths, 3, after_round=lambda: ticks.append(len(calls)))
+    assert calls == list("ABCCBAABC") and ticks == [3, 6, 9]
+    assert runs == {"A": [1, 6, 7], "B": [2, 5, 8], "C": [3, 4, 9]}

@@ -89,9 +89,25 @@ class Timed:
     decode_s_per_token: float
 
 
-def _decode_rate(stamps: Sequence[float]) -> float:
+def decode_rate(stamps: Sequence[float]) -> float:
     """Seconds per token after the first, from the times at which each token appeared (Chapter 10)."""
     return (stamps[-1] - stamps[0]) / (len(stamps) - 1)
+
+
+def alternating_rounds(paths: dict[str, Callable[[], Timed]], rounds: int,
+                       after_round: Callable[[], None] | None = None) -> dict[str, list[Timed]]:
+    """Run every path once per round, the order reversed every other round (ABC, CBA, ...); results by path (Chapter 10).
+
+    A slow drift of the machine then falls on every path alike. ``after_round`` runs after each
+    round (the decode benchmark measures the read bandwidth there).
+    """
+    runs: dict[str, list[Timed]] = {name: [] for name in paths}
+    for index in range(rounds):
+        for name in (list(paths) if index % 2 == 0 else list(reversed(paths))):
+            runs[name].append(paths[name]())
+        if after_round is not None:
+            after_round()
+    return runs
 
 
 class _Stamps:
@@ -121,7 +137,7 @@ def time_transformers(model: Any, prompt_ids: list[int], new_tokens: int) -> Tim
         out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens, do_sample=False,
                              use_cache=True, eos_token_id=None, pad_token_id=0, streamer=stamps)
     tokens = out[0, len(prompt_ids):].tolist()
-    return Timed(tokens, stamps.times[0] - start, _decode_rate(stamps.times))
+    return Timed(tokens, stamps.times[0] - start, decode_rate(stamps.times))
 
 
 def time_engine(engine: Engine, prompt_ids: list[int], new_tokens: int) -> Timed:
@@ -131,7 +147,7 @@ def time_engine(engine: Engine, prompt_ids: list[int], new_tokens: int) -> Timed
         if event.token_id is not None:
             stamps.append(event.elapsed_s)
             tokens.append(event.token_id)
-    return Timed(tokens, stamps[0], _decode_rate(stamps))
+    return Timed(tokens, stamps[0], decode_rate(stamps))
 
 
 def stage_backend(loaded: LoadedModel, stage: Stage, native: Any) -> Backend:
@@ -149,7 +165,7 @@ def usable_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def _check(threads: Sequence[int], new_tokens: int, rounds: int, prompt_ids: list[int]) -> None:
+def check_settings(threads: Sequence[int], new_tokens: int, rounds: int, prompt_ids: list[int]) -> None:
     """Refuse settings the measurement cannot use (Chapter 10)."""
     usable = usable_cpus()
     if not threads or any(isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= usable for t in threads):
@@ -220,12 +236,9 @@ def measure_threads(loaded: LoadedModel, stages: Sequence[Stage], backends: Sequ
     paths: dict[str, Callable[[], Timed]] = {
         "transformers generate": lambda: time_transformers(loaded.model, prompt_ids, new_tokens)}
     paths.update({name: (lambda e=engine: time_engine(e, prompt_ids, new_tokens)) for name, engine in engines.items()})
-    runs: dict[str, list[Timed]] = {name: [] for name in paths}
-    bandwidths = []
-    for index in range(rounds):
-        for name in (list(paths) if index % 2 == 0 else list(reversed(paths))):
-            runs[name].append(paths[name]())
-        bandwidths.append(measure_read_bandwidth(bandwidth_bytes, repeats=5, threads=threads).bytes_per_s)
+    bandwidths: list[float] = []
+    runs = alternating_rounds(paths, rounds, after_round=lambda: bandwidths.append(
+        measure_read_bandwidth(bandwidth_bytes, repeats=5, threads=threads).bytes_per_s))
     bandwidth, weight_bytes = statistics.median(bandwidths), decode_weight_bytes(loaded.model)
     reference = runs["transformers generate"][0].tokens
     hf = _summary(runs["transformers generate"], reference, weight_bytes, bandwidth, None)
@@ -263,7 +276,7 @@ def measure_decode(loaded: LoadedModel, threads: Sequence[int] = (1,), new_token
     started = time.perf_counter()
     prompt_ids = (list(loaded.tokenizer(prompt, add_special_tokens=False).input_ids) if isinstance(prompt, str)
                   else list(prompt))
-    _check(threads, new_tokens, rounds, prompt_ids)
+    check_settings(threads, new_tokens, rounds, prompt_ids)
     if loaded.device != "cpu" or next(loaded.model.parameters()).dtype != torch.float32:
         raise BadRequest("the decode benchmark compares float32 paths on the CPU; load the model with "
                          "device='cpu', dtype='float32'")
@@ -306,7 +319,7 @@ def run_decode_benchmark(model: str = "smollm2-135m", threads: Sequence[int] | N
             raise BadRequest(f"unknown selection of stages {stages!r}; have {', '.join(SELECTIONS)}")
         stages = SELECTIONS[stages]
     stages = tuple(s for s in stages if compile or not s.compiled)
-    _check(threads, new_tokens, rounds, [0])
+    check_settings(threads, new_tokens, rounds, [0])
     loaded = load_model(model, device="cpu", dtype="float32")
     return {**measure_decode(loaded, threads, new_tokens, rounds, stages), "load_s": loaded.load_seconds}
 

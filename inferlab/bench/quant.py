@@ -28,7 +28,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from inferlab.bench.decode import PROMPT, WARM_UP_TOKENS, Timed, _check, _decode_rate, time_engine, usable_cpus
+from inferlab.bench.decode import (PROMPT, WARM_UP_TOKENS, Timed, alternating_rounds, check_settings, decode_rate,
+                                   time_engine, usable_cpus)
 from inferlab.errors import BadRequest
 from inferlab.models.registry import LoadedModel
 
@@ -107,7 +108,7 @@ class LlamaCpp:
             tokens.append(int(token))
             if len(tokens) == new_tokens:
                 break
-        return Timed(tokens, stamps[0] - start, _decode_rate(stamps))
+        return Timed(tokens, stamps[0] - start, decode_rate(stamps))
 
 
 def agreement(tokens: Sequence[int], reference: Sequence[int]) -> dict[str, Any]:
@@ -157,10 +158,7 @@ def measure_threads(loaded: LoadedModel, paths: Sequence[str], llama_formats: Se
                       "gguf": path.name, "file_bytes": path.stat().st_size}
         runners[name] = lambda r=runner: r.generate(prompt_ids, new_tokens)
     load_before = os.getloadavg()[0]
-    runs: dict[str, list[Timed]] = {name: [] for name in runners}
-    for index in range(rounds):
-        for name in (list(runners) if index % 2 == 0 else list(reversed(runners))):
-            runs[name].append(runners[name]())
+    runs = alternating_rounds(runners, rounds)
     reference = runs["float32"][0].tokens if "float32" in runs else None
     rows = {}
     for name, timed in runs.items():
@@ -198,7 +196,7 @@ def measure_quant(loaded: LoadedModel, threads: Sequence[int] = (1,), new_tokens
     started = time.perf_counter()
     prompt_ids = (list(loaded.tokenizer(prompt, add_special_tokens=False).input_ids) if isinstance(prompt, str)
                   else list(prompt))
-    _check(threads, new_tokens, rounds, prompt_ids)
+    check_settings(threads, new_tokens, rounds, prompt_ids)
     unknown = [p for p in paths if p not in ENGINE_PATHS]
     if unknown or not paths:
         raise BadRequest(f"unknown engine paths {unknown}; have {', '.join(ENGINE_PATHS)}")
