@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from inferlab.cpuinfo import cpuinfo_entries, processor_facts, processor_name
 from inferlab.errors import InferlabError
 
 _CHUNK = 1 << 20
@@ -109,35 +110,9 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
     return hashlib.sha256(payload).hexdigest()[:16]
 
 
-def _processor_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-#: CPU features that decide which matrix-multiplication kernels a library can use (x86 and Arm names).
-MATMUL_FEATURES = ("avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16",
-                   "amx_tile", "amx_bf16", "amx_int8", "asimd", "asimdhp", "sve", "sve2", "bf16", "i8mm")
-
-
 def _cpuinfo() -> list[dict[str, str]]:
-    """The processor entries of ``/proc/cpuinfo``, one dictionary per logical CPU; empty where there is none."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return []
-    entries = []
-    for block in text.strip().split("\n\n"):
-        entry = {}
-        for line in block.splitlines():
-            key, _, value = line.partition(":")
-            entry[key.strip()] = value.strip()
-        entries.append(entry)
-    return entries
+    """The processor entries of ``/proc/cpuinfo`` (:func:`inferlab.cpuinfo.cpuinfo_entries`)."""
+    return cpuinfo_entries()
 
 
 def _memory_bytes() -> int | None:
@@ -168,18 +143,13 @@ def machine_facts() -> dict[str, Any]:
     import torch
 
     entries = _cpuinfo()
-    first = entries[0] if entries else {}
-    flags = set((first.get("flags") or first.get("Features") or "").split())
     cores = {(e.get("physical id", "0"), e.get("core id", e.get("processor", ""))) for e in entries}
+    processor = processor_facts(entries)
     facts: dict[str, Any] = {
-        "processor": _processor_name(),
-        "cpu_family": first.get("cpu family"),
-        "cpu_model": first.get("model"),
-        "stepping": first.get("stepping"),
-        "logical_cpus": os.cpu_count(),
+        **{key: processor[key] for key in ("processor", "cpu_family", "cpu_model", "stepping", "logical_cpus")},
         "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "physical_cores": len(cores) if entries else None,
-        "matmul_features": [f for f in MATMUL_FEATURES if f in flags],
+        "matmul_features": processor["matmul_features"],
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "memory_bytes": _memory_bytes(),
     }
@@ -199,7 +169,7 @@ def _versions() -> dict[str, str]:
         "huggingface_hub": huggingface_hub.__version__,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "processor": _processor_name(),
+        "processor": processor_name(),
         "cpus": str(os.cpu_count()),
     }
     if torch.cuda.is_available():

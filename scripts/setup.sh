@@ -34,25 +34,39 @@ fi
 # llama.cpp's Python binding, for Chapter 12's comparison on the same GGUF weights. PyPI carries only
 # its source: pip compiles llama.cpp with the compilers and cmake of the machine (about four minutes
 # on 2 cores), for this processor (GGML_NATIVE), without the multimodal library and the tools the
-# binding never loads. The build time is kept in $VENV/llama-cpp-build.json for the chapter to show.
+# binding never loads, and without llama.cpp's AMX kernels: on an Intel Xeon with AMX they run tile
+# instructions on OpenMP worker threads that never asked the kernel for tile permission, and the process
+# dies of SIGILL (ggml-org/llama.cpp PR #26954, open). GCC lets an explicit -mno-amx-* win over the
+# -march=native that GGML_NATIVE adds after it, so __AMX_INT8__ is never defined and ggml compiles no
+# AMX code. The record $VENV/llama-cpp-build.json keeps the build time, the flags and the CPU features
+# llama.cpp reports it was compiled for (llama_print_system_info), for the chapter to show; a venv
+# whose record names other flags is rebuilt.
 # With INFERLAB_LLAMA_BACKGROUND=1 (scripts/build_book.sh sets it) the build runs in the background
 # while the rest of the setup and the book's build go on: $VENV/llama-cpp-build.pid names the
 # background job, which writes "ok" or "failed" to $VENV/llama-cpp-build.result when it ends;
 # scripts/build_book.sh waits for it before it returns.
+NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+LLAMA_CMAKE_ARGS="-DGGML_NATIVE=ON -DCMAKE_C_FLAGS='$NO_AMX' -DCMAKE_CXX_FLAGS='$NO_AMX' -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF"
 build_llama() {
-  local start cmake_args
+  local start
   start=$(date +%s)
-  cmake_args="-DGGML_NATIVE=ON -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF"
-  CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
-    "$VENV/bin/python" -m pip install -q -c constraints.txt llama-cpp-python > "$VENV/llama-cpp-build.log" 2>&1 || return 1
-  "$VENV/bin/python" - "$(( $(date +%s) - start ))" "$cmake_args" "$VENV/llama-cpp-build.json" <<'PY' || return 1
-import json, os, sys
-import llama_cpp
-json.dump({"seconds": int(sys.argv[1]), "version": llama_cpp.__version__, "cpus": os.cpu_count(),
-           "cmake_args": sys.argv[2]}, open(sys.argv[3], "w"))
+  # A build with other flags goes first; no cache, so that pip cannot reuse a wheel built with them.
+  "$VENV/bin/python" -m pip uninstall -q -y llama-cpp-python > "$VENV/llama-cpp-build.log" 2>&1 || true
+  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+    "$VENV/bin/python" -m pip install -q --no-cache-dir -c constraints.txt llama-cpp-python \
+    >> "$VENV/llama-cpp-build.log" 2>&1 || return 1
+  # The record is written by a child process, so that a build that cannot run here fails this step.
+  "$VENV/bin/python" -m inferlab.bench.llamacpp record "$(( $(date +%s) - start ))" "$LLAMA_CMAKE_ARGS" \
+    "$VENV/llama-cpp-build.json" >> "$VENV/llama-cpp-build.log" 2>&1 || return 1
+}
+llama_current() {  # llama_cpp imports, and the record says it was built with today's flags
+  "$VENV/bin/python" - "$LLAMA_CMAKE_ARGS" "$VENV/llama-cpp-build.json" <<'PY' 2>/dev/null
+import json, sys
+import llama_cpp  # noqa: F401
+sys.exit(json.load(open(sys.argv[2])).get("cmake_args") != sys.argv[1])
 PY
 }
-if ! "$VENV/bin/python" -c 'import llama_cpp' 2>/dev/null; then
+if ! llama_current; then
   if [ "${INFERLAB_LLAMA_BACKGROUND:-}" = 1 ]; then
     echo "setup: building llama-cpp-python from source in the background (about four minutes)"
     rm -f "$VENV/llama-cpp-build.result"

@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("inferlab", "inferbook")
-BOTTOM = ("inferlab.errors", "inferlab.records", "inferlab.request", "inferlab.timing", "inferlab.provenance",
+BOTTOM = ("inferlab.errors", "inferlab.records", "inferlab.request", "inferlab.timing", "inferlab.provenance", "inferlab.cpuinfo",
           "inferlab.compat")
 ENGINE, ANALYSIS, TOP = ("inferlab.engine",), ("inferlab.analysis",), ("inferlab.bench", "inferlab.cli")
 

@@ -15,20 +15,21 @@ Two measures, one per question a quantised model must answer:
 Any model that maps token ids to logits can be measured: :func:`model_logits` wraps a PyTorch
 model whose ``model(ids)`` returns logits at every position (the transformers model, or the
 engine's decode-optimised and quantised models, whose forward over several positions is a
-prefill); :func:`llama_cpp_logits` wraps llama.cpp through ``llama-cpp-python``, whose
-``Llama(logits_all=True)`` keeps every evaluated position's logits in ``Llama.scores``.
+prefill); :func:`inferlab.bench.llamacpp.llama_cpp_logits` (imported here) wraps llama.cpp
+through ``llama-cpp-python`` in a child process, whose ``Llama(logits_all=True)`` keeps every
+evaluated position's logits in ``Llama.scores``.
 """
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from inferlab.bench.llamacpp import llama_cpp_logits
 from inferlab.bench.quant import agreement
 
 #: A model as a function of token ids: ids [n] -> logits [n, vocab], row i predicting token i + 1.
@@ -91,27 +92,6 @@ def model_logits(model: torch.nn.Module) -> LogitsFn:
             out = model(torch.tensor([list(ids)], dtype=torch.long))
         logits = out.logits if hasattr(out, "logits") else out
         return logits[0].float()
-    return run
-
-
-def llama_cpp_logits(path: Path | str, threads: int, window: int = 512) -> LogitsFn:
-    """llama.cpp on a GGUF file as a :data:`LogitsFn` (Chapter 12).
-
-    ``Llama(logits_all=True)`` sizes ``Llama.scores`` [n_ctx, vocab] and ``Llama.eval`` copies the
-    logits of every position it evaluates into it (``llama_cpp/llama.py``, ``Llama.eval``): row i
-    holds the raw logits after token i. ``reset()`` before each window sets the evaluated length to
-    zero, and ``eval`` then removes the cache's cells from there on, so each window starts afresh.
-    """
-    import llama_cpp
-
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=window, n_batch=window, n_ubatch=window, n_threads=threads,
-                          n_threads_batch=threads, logits_all=True, seed=0, verbose=False)
-
-    def run(ids: Sequence[int]) -> torch.Tensor:
-        llm.reset()
-        llm.eval(list(ids))
-        return torch.from_numpy(llm.scores[: len(ids)].copy())
-    run.llama = llm  # type: ignore[attr-defined]  # kept alive with the function
     return run
 
 

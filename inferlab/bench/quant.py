@@ -25,11 +25,11 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-from inferlab.bench.decode import (PROMPT, WARM_UP_TOKENS, Timed, alternating_rounds, check_settings, decode_rate,
-                                   time_engine, usable_cpus)
+from inferlab.bench.child import EngineCrashed
+from inferlab.bench.decode import PROMPT, WARM_UP_TOKENS, Timed, alternating_rounds, check_settings, time_engine, usable_cpus
+from inferlab.bench.llamacpp import LlamaCpp, gguf_for, llama_cpp_version
 from inferlab.errors import BadRequest
 from inferlab.models.registry import LoadedModel
 
@@ -38,79 +38,6 @@ GOAL = {"llama_cpp_over_engine_at_most": 2.0}
 #: The engine's paths: float32, then each packed format; their bit widths for the comparison.
 ENGINE_PATHS = {"float32": None, "int8": "int8", "q8_0": "q8_0", "int4": "int4", "q4_1": "q4_1"}
 BITS = {"float32": 32, "int8": 8, "q8_0": 8, "int4": 4, "q4_1": 4}
-#: llama.cpp's GGUF type for each file the comparison runs (``llama_ftype`` in ``llama.h``).
-LLAMA_FTYPES = {"q8_0": 7}
-
-
-def llama_cpp_version() -> str | None:
-    """The installed ``llama-cpp-python`` version, or None when it is not installed (Chapter 12)."""
-    try:
-        import llama_cpp
-    except ImportError:
-        return None
-    return str(llama_cpp.__version__)
-
-
-def gguf_for(format: str) -> Path:
-    """The GGUF file llama.cpp runs for a format: the bundled Q4_1 file, or a Q8_0 file written from it (Chapter 12).
-
-    The Q8_0 file is written once by llama.cpp's own quantiser (``llama_model_quantize`` with
-    ``allow_requantize``: each tensor dequantised to float32, then quantised to Q8_0) into the lab's
-    cache folder, and reused.
-    """
-    from inferlab.models.loaders import cache_root, smollm2_gguf
-
-    source = smollm2_gguf()
-    if format == "q4_1":
-        return source
-    if format not in LLAMA_FTYPES:
-        raise BadRequest(f"no llama.cpp file for format {format!r}; have q4_1 and {', '.join(LLAMA_FTYPES)}")
-    target = cache_root() / f"{source.stem.rsplit('.', 1)[0]}.{format.upper()}.gguf"
-    if not target.exists():
-        import llama_cpp
-
-        target.parent.mkdir(parents=True, exist_ok=True)
-        params = llama_cpp.llama_model_quantize_default_params()
-        params.ftype = LLAMA_FTYPES[format]
-        params.allow_requantize = True
-        partial = target.with_suffix(".partial")
-        status = llama_cpp.llama_model_quantize(str(source).encode(), str(partial).encode(), params)
-        if status != 0:
-            raise RuntimeError(f"llama.cpp could not write {format} from {source.name} (status {status})")
-        partial.rename(target)
-    return target
-
-
-class LlamaCpp:
-    """One GGUF file loaded by llama.cpp, generating greedily from token ids, timed per token (Chapter 12).
-
-    ``temp=0`` selects llama.cpp's greedy sampler and ``repeat_penalty=1`` turns off the penalty its
-    ``generate`` applies by default (``llama_cpp/llama.py``, ``Llama._init_sampler``); ``generate``
-    yields tokens until the caller stops, with no end-of-sequence stop of its own, so every run gives
-    exactly N tokens. ``reset()`` before each request empties the KV cache, so the prompt is always
-    prefilled (``generate`` would otherwise reuse a cached prefix).
-    """
-
-    def __init__(self, path: Path, threads: int, context: int = 512) -> None:
-        import llama_cpp
-
-        self.path = path
-        self.model = llama_cpp.Llama(model_path=str(path), n_ctx=context, n_threads=threads, n_threads_batch=threads,
-                                     seed=0, verbose=False)
-
-    def generate(self, prompt_ids: list[int], new_tokens: int) -> Timed:
-        """N greedy tokens after ``prompt_ids``; TTFT and seconds per token after the first (Chapter 12)."""
-        self.model.reset()
-        stamps, tokens = [], []
-        start = time.perf_counter()
-        for token in self.model.generate(list(prompt_ids), top_k=1, temp=0.0, repeat_penalty=1.0, reset=True):
-            stamps.append(time.perf_counter())
-            tokens.append(int(token))
-            if len(tokens) == new_tokens:
-                break
-        return Timed(tokens, stamps[0] - start, decode_rate(stamps))
-
-
 def agreement(tokens: Sequence[int], reference: Sequence[int]) -> dict[str, Any]:
     """Greedy agreement: the common prefix's length and the share of equal positions (Chapter 12).
 
@@ -149,16 +76,33 @@ def measure_threads(loaded: LoadedModel, paths: Sequence[str], llama_formats: Se
         info[name] = {"engine": "inferlab", "bits": BITS[name], "weight_bytes": weight_bytes(engine.backend.model),
                       "compile_and_warm_up_s": time.perf_counter() - start}
         runners[name] = lambda e=engine: time_engine(e, prompt_ids, new_tokens)
+    crashed: dict[str, str] = {}  # llama.cpp runs in a child process: a crash there ends that path only
+    llama_runners: dict[str, LlamaCpp] = {}
     for fmt in llama_formats:
-        path = gguf_for(fmt)
-        runner = LlamaCpp(path, threads)
-        runner.generate(prompt_ids, WARM_UP_TOKENS)
         name = f"llama.cpp {fmt}"
+        try:
+            path = gguf_for(fmt)
+            llama_runners[name] = runner = LlamaCpp(path, threads)
+            runner.generate(prompt_ids, WARM_UP_TOKENS)
+        except EngineCrashed as crash:
+            crashed[name] = str(crash)
+            continue
         info[name] = {"engine": f"llama.cpp (llama-cpp-python {llama_cpp_version()})", "bits": BITS[fmt],
                       "gguf": path.name, "file_bytes": path.stat().st_size}
         runners[name] = lambda r=runner: r.generate(prompt_ids, new_tokens)
     load_before = os.getloadavg()[0]
-    runs = alternating_rounds(runners, rounds)
+    try:
+        while True:
+            try:
+                runs = alternating_rounds(runners, rounds)
+                break
+            except EngineCrashed as crash:  # mid-run: the rounds start again without the engine that died
+                name = next(n for n, r in llama_runners.items() if r.engine.crashed is crash)
+                crashed[name] = str(crash)
+                del runners[name]
+    finally:
+        for runner in llama_runners.values():
+            runner.close()
     reference = runs["float32"][0].tokens if "float32" in runs else None
     rows = {}
     for name, timed in runs.items():
@@ -172,7 +116,7 @@ def measure_threads(loaded: LoadedModel, paths: Sequence[str], llama_formats: Se
     for fmt in llama_formats:
         bits = BITS[fmt]
         mine = [n for n in paths if BITS[n] == bits]
-        if not mine:
+        if not mine or f"llama.cpp {fmt}" not in rows:
             continue
         best = max(mine, key=lambda n: rows[n]["decode_tok_s"])
         theirs = rows[f"llama.cpp {fmt}"]["decode_tok_s"]
@@ -180,7 +124,7 @@ def measure_threads(loaded: LoadedModel, paths: Sequence[str], llama_formats: Se
         comparisons[f"{bits}-bit"] = {"engine_path": best, "llama_cpp": f"llama.cpp {fmt}", "llama_cpp_over_engine": ratio,
                                       "goal_met": ratio <= GOAL["llama_cpp_over_engine_at_most"]}
     return {"threads": threads, "load_average_before_after": [load_before, os.getloadavg()[0]], "paths": rows,
-            "comparisons": comparisons, "wall_s": time.perf_counter() - started}
+            "comparisons": comparisons, "crashed": crashed, "wall_s": time.perf_counter() - started}
 
 
 def measure_quant(loaded: LoadedModel, threads: Sequence[int] = (1,), new_tokens: int = 32, rounds: int = 3,
@@ -240,6 +184,8 @@ def format_quant(record: dict[str, Any]) -> str:
             prefix = row.get("agreement_with_float32", {}).get("common_prefix", "")
             lines.append(f"  {name:<16}{row['bits']:>5}{size:>12.1f}{row['decode_tok_s']:>14.1f}"
                          f"{row['ttft_s'] * 1e3:>9.0f}{prefix!s:>13}")
+        for message in block.get("crashed", {}).values():
+            lines.append(f"  {message}")
         for width, c in block["comparisons"].items():
             verdict = "met" if c["goal_met"] else "not met"
             lines.append(f"  {width}: {c['llama_cpp']} / engine {c['engine_path']} = {c['llama_cpp_over_engine']:.2f}x "
