@@ -3,8 +3,9 @@
 Each chapter of the book adds one piece; the docstring of every public function names the chapter
 that introduces it. The chain, bottom to top (imports run one way, upwards):
 
-- :mod:`inferlab.errors`, :mod:`inferlab.records`, :mod:`inferlab.timing`, :mod:`inferlab.provenance`:
-  errors, the result and stream records, the stage clock, provenance (Chapter 1).
+- :mod:`inferlab.errors`, :mod:`inferlab.records`, :mod:`inferlab.timing`, :mod:`inferlab.cpuinfo`,
+  :mod:`inferlab.provenance`: errors, the result and stream records, the stage clock, the processor,
+  provenance (Chapter 1).
 - :mod:`inferlab.text`: token counts (Chapter 1), byte-level BPE and chat templates on ids (Chapter 3).
 - :mod:`inferlab.models`: the registry and loaders (Chapter 1), the one model shape (Chapter 2), the
   toy model (Chapter 1), native forward passes (Chapter 4), transformers behind the same seam (Chapter 6).

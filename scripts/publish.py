@@ -47,8 +47,15 @@ def versions() -> dict:
 
     return {"python": platform.python_version(), "torch": torch.__version__,
             "transformers": transformers.__version__, "plotly": plotly.__version__,
-            "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count()}
+            "platform": platform.platform(), "processor": processor_words(), "cpus": os.cpu_count()}
+
+
+def processor_words() -> str:
+    """The processor by name, family and model, as inferlab.cpuinfo reads it ("AMD EPYC (family 25, model 17)")."""
+    from inferlab.cpuinfo import processor_facts
+
+    facts = processor_facts()
+    return f"{facts['processor']} (family {facts['cpu_family']}, model {facts['cpu_model']})"
 
 
 def main(paths: list[str]) -> None:
@@ -69,11 +76,11 @@ def main(paths: list[str]) -> None:
 def write_log(log_file: Path, log: dict) -> None:
     """Write the run log and the reproducibility page's table from it."""
     log_file.write_text(json.dumps(log, indent=2, sort_keys=True) + "\n")
-    rows = ["| notebook | model | device | seconds | torch | transformers | platform | published (UTC) |",
+    rows = ["| notebook | model | device | processor | seconds | torch | transformers | published (UTC) |",
             "|---|---|---|---|---|---|---|---|"]
     for e in sorted(log.values(), key=lambda e: e["notebook"]):
-        rows.append(f"| `{e['notebook']}` | {e['model']} | {e['device']} ({e['cpus']} CPUs) | {e['seconds']} | "
-                    f"{e['torch']} | {e['transformers']} | {e['platform']} | {e['published_utc']} |")
+        rows.append(f"| `{e['notebook']}` | {e['model']} | {e['device']} ({e['cpus']} CPUs) | {e['processor']} | "
+                    f"{e['seconds']} | {e['torch']} | {e['transformers']} | {e['published_utc']} |")
     (ROOT / "book" / "_published_runs.md").write_text("\n".join(rows) + "\n")
 
 

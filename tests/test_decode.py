@@ -130,6 +130,7 @@ def test_the_decode_record_names_every_path_and_its_numbers(record):
     [block] = record["results"]
     assert block["threads"] == 1 and set(block["paths"]) == set(record["stages"])
     assert block["fastest"] in block["paths"] and isinstance(block["goal_met"], bool)
+    assert block["goal_roofline_fraction"] == (0.8 if block["threads"] == 1 else 0.7)
     for row in [block["transformers"], *block["paths"].values()]:
         assert len(row["decode_tok_s_rounds"]) == 2 and row["decode_tok_s"] > 0 and row["ttft_s"] > 0
         assert row["roofline_fraction"] == pytest.approx(row["decode_tok_s"] * record["weight_bytes_per_token"]
@@ -225,7 +226,7 @@ def test_the_command_line_options():
         run_decode_benchmark(stages="most")
 
 
-def test_the_compile_selection_is_the_best_eager_stage_and_the_compiled_one():
+def test_the_compile_selection_is_the_best_eager_stage_and_the_compiled_ones():
     import argparse
 
     from inferlab.bench.decode import add_decode_arguments
@@ -233,17 +234,22 @@ def test_the_compile_selection_is_the_best_eager_stage_and_the_compiled_one():
     parser = argparse.ArgumentParser()
     add_decode_arguments(parser)
     assert parser.parse_args(["--stages", "compile"]).stages == "compile"
-    assert SELECTIONS["compile"] == (STAGES[4], STAGES[5])
-    assert [s.compiled for s in SELECTIONS["compile"]] == [False, True]
+    assert SELECTIONS["compile"] == (STAGES[4], STAGES[5], STAGES[6])
+    assert [s.compiled for s in SELECTIONS["compile"]] == [False, True, True]
+    assert [s.layout for s in SELECTIONS["compile"]] == ["in_out", "streamed", "in_out"]
 
 
 def test_the_compile_ratio_is_recorded_and_printed(record):
-    eager, compiled = SELECTIONS["compile"]
+    eager, compiled, slower = SELECTIONS["compile"]
     rows = {eager.name: {"decode_tok_s": 20.0, "decode_tok_s_rounds": [19.0, 20.0, 21.0], "tokens_identical": True},
             compiled.name: {"decode_tok_s": 30.0, "decode_tok_s_rounds": [28.5, 30.0, 31.5], "tokens_identical": True,
-                            "compile_and_warm_up_s": 4.0}}
+                            "compile_and_warm_up_s": 4.0},
+            slower.name: {"decode_tok_s": 25.0, "decode_tok_s_rounds": [25.0, 25.0, 25.0], "tokens_identical": True}}
     ratio = compile_vs_eager(SELECTIONS["compile"], rows)
-    assert ratio["compiled"] == compiled.name and ratio["eager"] == eager.name
+    assert ratio["compiled"] == compiled.name and ratio["eager"] == eager.name  # the fastest compiled path
+    rows[slower.name]["decode_tok_s"] = 40.0
+    assert compile_vs_eager(SELECTIONS["compile"], rows)["compiled"] == slower.name
+    del rows[slower.name]
     assert ratio["ratio"] == pytest.approx(1.5) and ratio["round_ratios"] == pytest.approx([1.5, 1.5, 1.5])
     assert ratio["tokens_identical"]
     rows[eager.name]["tokens_identical"] = False

@@ -44,3 +44,15 @@ def test_a_partial_or_failed_run_is_not_recorded(suite_run, tmp_path, monkeypatc
     monkeypatch.setattr(suite_run, "git", lambda *a: "" if a[0] == "status" else "abc123")
     suite_run.write(10, junit(tmp_path / "m.xml", 5, failures=failures), junit(tmp_path / "o.xml", 5), args)
     assert suite_run.record() == 1 and reason in capsys.readouterr().err and not suite_run.LOG.exists()
+
+
+def test_ci_names_the_processor_first_with_any_python():
+    """scripts/processor.py needs only the standard library: .ci/run calls it before any environment exists."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-I", str(ROOT / "scripts" / "processor.py")], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.startswith("processor: ") and "matmul features:" in out and out.count("\n") == 1
+    assert (ROOT / ".ci" / "run").read_text().index("scripts/processor.py") < (ROOT / ".ci" / "run").read_text().index(
+        "scripts/test.sh")

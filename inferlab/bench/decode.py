@@ -20,8 +20,13 @@ benchmark reports whether they are the same tokens.
 Each path changes the one before, so the table shows what each change bought (:data:`STAGES`): the
 plain native model recomputing every position, then a dynamic KV cache, a static one, the
 decode-optimised model (fused projections, fewer small operations), its [in, out] weight layout,
-and last ``torch.compile`` of the streamed [out, in] product, which replaces that layout as it
-compiles (its compilation, timed with the warm-up, is reported apart: ``compile_and_warm_up_s``). A chapter that measures other things too can time the short selection
+then ``torch.compile`` of the streamed [out, in] product, which replaces that layout as it
+compiles, and last ``torch.compile`` of the [in, out] model, whose products stay calls into the BLAS
+library while inductor fuses the small operations between them. The last two are alternatives, not
+steps: on the AMD EPYC of the book's published runs the streamed loop read the weights faster than
+MKL's one-row product, on the Intel Xeon of the same machine kind MKL's was faster (Chapter 10), so
+the benchmark times both and names the fastest path of each run (their compilation, timed with the
+warm-up, is reported apart: ``compile_and_warm_up_s``). A chapter that measures other things too can time the short selection
 (:data:`SHORT_STAGES`, ``--stages short``) with fewer rounds or new tokens. ``--stages compile``
 (Chapter 11) times the best eager stage against the compiled one and prints their ratio,
 "torch.compile vs eager: N.NNx decode tokens/s" (:func:`compile_vs_eager`). Timings on a shared
@@ -48,8 +53,15 @@ from inferlab.sampling.params import SamplingParams
 PROMPT = "An inference engine takes a trained model and a request, and it must turn them into"
 #: New tokens of the untimed warm-up request of each path: enough for a prefill and a decode step.
 WARM_UP_TOKENS = 3
-#: Chapter 10's goal for the fastest path: its speed-up over transformers, its fraction of the roofline.
-GOAL = {"speedup_vs_transformers": 1.5, "roofline_fraction": 0.6}
+#: The decode goal for the fastest path: its fraction of the measured roofline, at one thread and at all
+#: cores, on either processor of the book's machine kind; its ratio to transformers, measured side by
+#: side, is reported beside it.
+GOAL = {"roofline_fraction_one_thread": 0.8, "roofline_fraction_all_cores": 0.7}
+
+
+def goal_fraction(threads: int) -> float:
+    """The roofline fraction :data:`GOAL` asks of the fastest path at this thread count (Chapter 10)."""
+    return GOAL["roofline_fraction_one_thread" if threads == 1 else "roofline_fraction_all_cores"]
 
 
 @dataclass(frozen=True)
@@ -70,12 +82,13 @@ STAGES = (
     Stage("+ fused, fewer ops", "out_in", "static"),
     Stage("+ [in, out] layout", "in_out", "static"),
     Stage("+ torch.compile", "streamed", "static", compiled=True),
+    Stage("torch.compile, [in, out]", "in_out", "static", compiled=True),
 )
 #: A short selection, for a chapter that measures other things too: the plain native model with its
-#: static cache, the best eager path and the compiled one, each against transformers.
-SHORT_STAGES = (STAGES[2], STAGES[4], STAGES[5])
-#: The compile comparison of Chapter 11: the best eager decode-optimised stage and the compiled one.
-COMPILE_STAGES = (STAGES[4], STAGES[5])
+#: static cache, the best eager path and the two compiled ones, each against transformers.
+SHORT_STAGES = (STAGES[2], STAGES[4], STAGES[5], STAGES[6])
+#: The compile comparison of Chapter 11: the best eager decode-optimised stage and the compiled ones.
+COMPILE_STAGES = (STAGES[4], STAGES[5], STAGES[6])
 #: The selections that ``inferlab bench decode --stages`` names.
 SELECTIONS = {"all": STAGES, "short": SHORT_STAGES, "compile": COMPILE_STAGES}
 
@@ -193,7 +206,7 @@ def _summary(runs: list[Timed], reference: list[int], weight_bytes: int, bandwid
 
 
 def compile_vs_eager(stages: Sequence[Stage], rows: dict[str, Any]) -> dict[str, Any] | None:
-    """The compiled path's decode tokens/s over the fastest eager stage's, or None without both (Chapter 11).
+    """The fastest compiled path's decode tokens/s over the fastest eager stage's, or None without both (Chapter 11).
 
     ``ratio`` divides the two medians over the rounds; ``round_ratios`` divides round by round (the
     rounds ran in alternating order, so each pair shares the machine's state); ``tokens_identical``
@@ -204,7 +217,7 @@ def compile_vs_eager(stages: Sequence[Stage], rows: dict[str, Any]) -> dict[str,
     if not eager or not compiled:
         return None
     e = max(eager, key=lambda name: rows[name]["decode_tok_s"])
-    c = compiled[0]
+    c = max(compiled, key=lambda name: rows[name]["decode_tok_s"])
     return {"compiled": c, "eager": e, "ratio": rows[c]["decode_tok_s"] / rows[e]["decode_tok_s"],
             "round_ratios": [a / b for a, b in zip(rows[c]["decode_tok_s_rounds"], rows[e]["decode_tok_s_rounds"])],
             "tokens_identical": rows[c]["tokens_identical"] and rows[e]["tokens_identical"]}
@@ -251,8 +264,8 @@ def measure_threads(loaded: LoadedModel, stages: Sequence[Stage], backends: Sequ
     return {"threads": threads, "load_average_before_after": [load_before, os.getloadavg()[0]],
             "read_bandwidth_bytes_per_s": bandwidth, "read_bandwidth_rounds": bandwidths,
             "roofline_tok_s": bandwidth / weight_bytes, "transformers": hf, "paths": rows, "fastest": fastest,
-            "goal_met": best["speedup_vs_transformers"] >= GOAL["speedup_vs_transformers"]
-            and best["roofline_fraction"] >= GOAL["roofline_fraction"] and best["tokens_identical"],
+            "goal_roofline_fraction": goal_fraction(threads),
+            "goal_met": best["roofline_fraction"] >= goal_fraction(threads) and best["tokens_identical"],
             "compile_vs_eager": compile_vs_eager(stages, rows), "wall_s": time.perf_counter() - started}
 
 
@@ -326,8 +339,11 @@ def run_decode_benchmark(model: str = "smollm2-135m", threads: Sequence[int] | N
 
 def format_decode(record: dict[str, Any]) -> str:
     """A text table of :func:`measure_decode`'s record: one block per thread count (Chapter 10)."""
+    machine = record.get("provenance", {}).get("machine", {})
     lines = [f"{record['model']}, float32, batch 1, greedy, {record['prompt_tokens']} prompt tokens + "
-             f"{record['new_tokens']} new, median of {record['rounds']} rounds; decode = tokens after the first"]
+             f"{record['new_tokens']} new, median of {record['rounds']} rounds; decode = tokens after the first",
+             f"processor: {machine.get('processor', 'unknown')} (family {machine.get('cpu_family')}, "
+             f"model {machine.get('cpu_model')})"]
     for block in record["results"]:
         lines.append("")
         before, after = block["load_average_before_after"]
@@ -342,8 +358,8 @@ def format_decode(record: dict[str, Any]) -> str:
                          f"{'yes' if row['tokens_identical'] else 'NO':>13}")
         fastest = block["paths"][block["fastest"]]
         lines.append(f"  fastest: {block['fastest']}, {fastest['speedup_vs_transformers']:.2f}x transformers, "
-                     f"{fastest['roofline_fraction']:.0%} of the roofline; goal (1.5x, 60 %) "
-                     f"{'met' if block['goal_met'] else 'not met'}")
+                     f"{fastest['roofline_fraction']:.0%} of the roofline; goal ({block['goal_roofline_fraction']:.0%} "
+                     f"of the roofline) {'met' if block['goal_met'] else 'not met'}")
         ratio = block.get("compile_vs_eager")
         if ratio:
             compile_s = block["paths"][ratio["compiled"]].get("compile_and_warm_up_s")

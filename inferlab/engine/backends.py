@@ -86,8 +86,9 @@ def decode_backend(loaded: LoadedModel, layout: str = "in_out", compiled: bool =
     """The decode-optimised native model of Chapter 10 on a copy of the same weights (Chapter 10).
 
     ``layout`` is one of :data:`inferlab.models.decode.LAYOUTS`; ``compiled`` compiles its
-    single-position step with ``torch.compile`` (use ``layout="streamed"``, which only pays compiled,
-    and compile again after changing the thread count). Run it with ``Engine(..., kv_cache="static")``.
+    single-position step with ``torch.compile`` (any layout; ``"streamed"`` only pays compiled; which
+    compiled layout is faster depends on the processor: ``inferlab bench decode`` measures both;
+    compile again after changing the thread count). Run it with ``Engine(..., kv_cache="static")``.
     ``quantization`` (Chapter 12) is a format of :data:`inferlab.models.quantized.FORMATS`: the
     weight matrices become packed codes (the layout is then ``"streamed"``, and ``compiled`` is
     what makes it fast).

@@ -370,6 +370,14 @@ def decode_optimised(native: NativeCausalLM, layout: str = "in_out") -> DecodeMo
     raise UnsupportedModel(f"no decode-optimised copy of {type(native).__name__}; have GPT2 and Llama")
 
 
+#: Inductor's options for the decode step: a loop is split across threads only when each thread gets at
+#: least this many elements (inductor's default is 512). A decode step's norms, rotations and
+#: activations touch a few thousand values: split across threads, each costs a fork and a join of the
+#: OpenMP team, which on the book's 2-vCPU machines took longer than the work. The one-row products
+#: (hundreds of thousands of weights each) stay parallel.
+COMPILE_OPTIONS = {"cpp.min_chunk_size": 16384}
+
+
 def compile_decode(model: DecodeModel) -> DecodeModel:
     """Compile a model's single-position step with ``torch.compile`` (inductor), in place; returns the model (Chapter 10).
 
@@ -380,12 +388,15 @@ def compile_decode(model: DecodeModel) -> DecodeModel:
     cache's size are symbols, so it serves every position of every request: two small
     compilations, where compiling the whole step would unroll every block into one large program
     (seconds instead of a minute, cold). A prefill runs eagerly, as does any step without a filled
-    static cache (``kv_cache="static"`` in the engine). The compiled CPU kernels are specialised
+    static cache (``kv_cache="static"`` in the engine). Any layout compiles: with ``"streamed"`` the
+    products become inductor's own loops; with ``"in_out"`` or ``"out_in"`` they stay calls into the
+    BLAS library and inductor fuses the small operations between them (:data:`COMPILE_OPTIONS`).
+    Which is faster depends on the processor (Chapter 10 measures both). The compiled CPU kernels are specialised
     to ``torch.get_num_threads()`` at compile time (inductor's ``cpp.threads`` default), so call
     ``torch._dynamo.reset()`` and compile again after changing the thread count. The compilation
     itself happens at the first decode step: time it.
     """
-    model.block_step = torch.compile(model.block_step, dynamic=True)
-    model.head_step = torch.compile(model.head_step, dynamic=True)
+    model.block_step = torch.compile(model.block_step, dynamic=True, options=COMPILE_OPTIONS)
+    model.head_step = torch.compile(model.head_step, dynamic=True, options=COMPILE_OPTIONS)
     model.compute = model.cached_step
     return model
