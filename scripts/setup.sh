@@ -68,12 +68,12 @@ PY
 }
 if ! llama_current; then
   if [ "${INFERLAB_LLAMA_BACKGROUND:-}" = 1 ]; then
-    echo "setup: building llama-cpp-python from source in the background (about four minutes)"
+    echo "setup: building llama-cpp-python from source in the background (about four to seven minutes)"
     rm -f "$VENV/llama-cpp-build.result"
     ( if build_llama; then echo ok; else echo failed; fi > "$VENV/llama-cpp-build.result" ) &
     echo $! > "$VENV/llama-cpp-build.pid"
   else
-    echo "setup: building llama-cpp-python from source (about four minutes)"
+    echo "setup: building llama-cpp-python from source (about four to seven minutes)"
     build_llama || { cat "$VENV/llama-cpp-build.log"; exit 1; }
   fi
 fi

@@ -58,13 +58,28 @@ def open_page(browser, relative: str):
     return page, errors, refused
 
 
+@pytest.fixture(scope="module")
+def pages(browser):
+    """``pages(relative)``: each built page loaded once for all the tests that read it, closed at the end."""
+    opened: dict = {}
+
+    def get(relative: str):
+        if relative not in opened:
+            opened[relative] = open_page(browser, relative)
+        return opened[relative]
+
+    yield get
+    for page, _, _ in opened.values():
+        page.close()
+
+
 CHAPTER = "notebooks/ch01_what_is_inference.html"
 FIGURES = ["fig-ch01-stage-shares", "fig-ch01-step-times", "fig-ch01-step-explorer", "fig-ch01-trained-random",
            "fig-ch01-token-counts"]
 
 
-def test_chapter_1_figures_draw_offline(browser):
-    page, errors, refused = open_page(browser, CHAPTER)
+def test_chapter_1_figures_draw_offline(pages):
+    page, errors, refused = pages(CHAPTER)
     page.wait_for_selector("#fig-ch01-token-counts .main-svg", timeout=10_000)
     for figure in FIGURES:
         assert page.locator(f"#{figure} .main-svg").count() >= 1, f"{figure} was not drawn"
@@ -75,8 +90,8 @@ def test_chapter_1_figures_draw_offline(browser):
     page.screenshot(path=str(ROOT / "_build" / "screenshots" / "ch01.png"), full_page=True)
 
 
-def test_chapter_1_widgets_render_their_embedded_state(browser):
-    page, errors, refused = open_page(browser, CHAPTER)
+def test_chapter_1_widgets_render_their_embedded_state(pages):
+    page, errors, refused = pages(CHAPTER)
     page.wait_for_selector(".jupyter-widgets textarea", timeout=10_000)
     assert page.locator(".jupyter-widgets textarea").first.input_value() == "The fastest way to run a language model is"
     assert page.locator(".widget-button").count() >= 1 and page.locator(".widget-dropdown select").count() >= 1
@@ -85,8 +100,8 @@ def test_chapter_1_widgets_render_their_embedded_state(browser):
     assert not refused, refused
 
 
-def test_chapter_1_prose_carries_glued_numbers_and_links(browser):
-    page, errors, _ = open_page(browser, CHAPTER)
+def test_chapter_1_prose_carries_glued_numbers_and_links(pages):
+    page, errors, _ = pages(CHAPTER)
     text = page.locator("main").inner_text()
     assert "smollm2-135m, a model of 134,515,008 parameters" in text
     assert "{glue" not in text and "??" not in text
@@ -99,8 +114,8 @@ def test_chapter_1_prose_carries_glued_numbers_and_links(browser):
 
 @pytest.mark.parametrize("relative", ["book/intro.html", "book/numbers.html", "book/glossary.html", "book/bibliography.html",
                                       "book/reproducibility.html"])
-def test_back_matter_pages_load_without_errors(browser, relative):
-    page, errors, refused = open_page(browser, relative)
+def test_back_matter_pages_load_without_errors(pages, relative):
+    page, errors, refused = pages(relative)
     assert page.locator("article h1").count() == 1
     assert not errors, errors
     assert not refused, refused
@@ -116,8 +131,8 @@ def chapter_pages() -> list[str]:
 
 
 @pytest.mark.parametrize("relative", chapter_pages())
-def test_every_chapter_renders_offline_with_all_its_figures(browser, relative):
-    page, errors, refused = open_page(browser, relative)
+def test_every_chapter_renders_offline_with_all_its_figures(pages, relative):
+    page, errors, refused = pages(relative)
     figures = page.locator(".plotly-graph-div")
     if figures.count():
         page.wait_for_selector(".plotly-graph-div .main-svg", timeout=10_000)
@@ -133,9 +148,9 @@ def test_every_chapter_renders_offline_with_all_its_figures(browser, relative):
 
 
 @pytest.mark.parametrize("relative", chapter_pages())
-def test_every_widget_on_a_static_page_is_marked_live_only(browser, relative):
+def test_every_widget_on_a_static_page_is_marked_live_only(pages, relative):
     """A control with no kernel behind it does nothing: the reader must be told, with a way to run it."""
-    page, errors, _ = open_page(browser, relative)
+    page, errors, _ = pages(relative)
     cells = page.locator(".cell").filter(has=page.locator(".jupyter-widgets"))
     for i in range(cells.count()):
         cell = cells.nth(i)
