@@ -18,6 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from inferlab.cpuinfo import processor_words
+
 
 def as_shown(value: float, spec: str) -> float:
     """A float rounded to the digits the prose shows (``spec``, e.g. ``".3f"``), for ``glue``.
@@ -41,11 +43,7 @@ def published_record(chapter: str, data: Path | str = Path("..") / "data") -> di
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def machine_words(machine: dict[str, Any] | None) -> str:
-    """ "Intel(R) Xeon(R) Processor (family 6, model 207)" from a provenance record's ``machine``."""
-    if not machine:
-        return "an unrecorded machine"
-    return f"{machine.get('processor')} (family {machine.get('cpu_family')}, model {machine.get('cpu_model')})"
+machine_words = processor_words  # "Intel(R) Xeon(R) Processor (family 6, model 207)" from a record's ``machine``
 
 
 class YourRun:

@@ -56,10 +56,21 @@ def processor_facts(entries: list[dict[str, str]] | None = None) -> dict[str, An
             "matmul_features": [f for f in MATMUL_FEATURES if f in flags]}
 
 
+def processor_words(facts: dict[str, Any] | None) -> str:
+    """A processor by name, family and model: "AMD EPYC (family 25, model 17)", from these facts or a record's (Chapter 1).
+
+    ``facts`` is :func:`processor_facts`'s dictionary or a provenance record's ``machine``; None gives
+    "an unrecorded machine".
+    """
+    if not facts:
+        return "an unrecorded machine"
+    numbers = ", ".join(f"{word} {facts[key]}" for word, key in (("family", "cpu_family"), ("model", "cpu_model"))
+                        if facts.get(key) is not None)
+    return f"{facts.get('processor')}" + (f" ({numbers})" if numbers else "")
+
+
 def describe(facts: dict[str, Any] | None = None) -> str:
     """One line for a log: "Intel(R) Xeon(R) Processor (family 6, model 207), 2 CPUs; matmul features: ..." (Chapter 1)."""
     facts = processor_facts() if facts is None else facts
-    numbers = ", ".join(f"{word} {facts[key]}" for word, key in (("family", "cpu_family"), ("model", "cpu_model"))
-                        if facts.get(key) is not None)
-    return (f"{facts['processor']}" + (f" ({numbers})" if numbers else "") + f", {facts['logical_cpus']} CPUs; "
+    return (f"{processor_words(facts)}, {facts['logical_cpus']} CPUs; "
             f"matmul features: {' '.join(facts['matmul_features']) or 'none listed'}")

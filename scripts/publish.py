@@ -52,10 +52,9 @@ def versions() -> dict:
 
 def processor_words() -> str:
     """The processor by name, family and model, as inferlab.cpuinfo reads it ("AMD EPYC (family 25, model 17)")."""
-    from inferlab.cpuinfo import processor_facts
+    from inferlab.cpuinfo import processor_facts, processor_words
 
-    facts = processor_facts()
-    return f"{facts['processor']} (family {facts['cpu_family']}, model {facts['cpu_model']})"
+    return processor_words(processor_facts())
 
 
 def main(paths: list[str]) -> None:

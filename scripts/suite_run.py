@@ -23,6 +23,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from inferlab.cpuinfo import processor_words
+
 ROOT = Path(__file__).resolve().parent.parent
 LATEST = Path(sys.prefix) / "suite-run.json"  # in the environment that runs this: .venv
 LOG = ROOT / "data" / "suite_runs.json"
@@ -74,8 +76,7 @@ def table(runs: list[dict[str, Any]]) -> str:
     for r in sorted(runs, key=lambda r: r["finished_utc"]):
         p, v = r["processor"], r["versions"]
         passed = f"{r['main']['passed']:,} + {r['oldest_transformers_lane']['passed']:,}"
-        rows.append(f"| {r['finished_utc']} | {p['processor']} (family {p['cpu_family']}, model {p['cpu_model']}), "
-                    f"{p['logical_cpus']} CPUs | {' '.join(p['matmul_features'])} | {passed} | {r['seconds'] / 60:.1f} | "
+        rows.append(f"| {r['finished_utc']} | {processor_words(p)}, {p['logical_cpus']} CPUs | {' '.join(p['matmul_features'])} | {passed} | {r['seconds'] / 60:.1f} | "
                     f"{v['torch']} | {v['transformers']} | {v['llama-cpp-python']} | `{r['commit'][:10]}` |")
     return "\n".join(rows) + "\n"
 
@@ -111,8 +112,7 @@ def main(argv: list[str]) -> int:
         run = write(int(argv[1]), Path(argv[2]), Path(argv[3]), argv[4:])
         m, o = run["main"], run["oldest_transformers_lane"]
         print(f"suite: {m['passed']} + {o['passed']} tests passed in {run['seconds'] / 60:.1f} min on "
-              f"{run['processor']['processor']} (family {run['processor']['cpu_family']}, model "
-              f"{run['processor']['cpu_model']}); record in {LATEST}")
+              f"{processor_words(run['processor'])}; record in {LATEST}")
         return 0
     print(__doc__, file=sys.stderr)
     return 2

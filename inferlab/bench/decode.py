@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferlab.bench.memory import measure_read_bandwidth
+from inferlab.cpuinfo import processor_words
 from inferlab.engine.backends import Backend, end_of_sequence_ids
 from inferlab.engine.llm_engine import Engine
 from inferlab.errors import BadRequest
@@ -339,11 +340,9 @@ def run_decode_benchmark(model: str = "smollm2-135m", threads: Sequence[int] | N
 
 def format_decode(record: dict[str, Any]) -> str:
     """A text table of :func:`measure_decode`'s record: one block per thread count (Chapter 10)."""
-    machine = record.get("provenance", {}).get("machine", {})
     lines = [f"{record['model']}, float32, batch 1, greedy, {record['prompt_tokens']} prompt tokens + "
              f"{record['new_tokens']} new, median of {record['rounds']} rounds; decode = tokens after the first",
-             f"processor: {machine.get('processor', 'unknown')} (family {machine.get('cpu_family')}, "
-             f"model {machine.get('cpu_model')})"]
+             f"processor: {processor_words(record.get('provenance', {}).get('machine'))}"]
     for block in record["results"]:
         lines.append("")
         before, after = block["load_average_before_after"]
