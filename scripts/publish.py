@@ -1,6 +1,7 @@
 """Publish the chapters: sync each Jupytext text file to its .ipynb, execute it, store the outputs.
 
     .venv/bin/python scripts/publish.py [notebooks/ch01_what_is_inference.md ...]
+    .venv/bin/python scripts/publish.py --hide-only [notebooks/ch01_what_is_inference.ipynb ...]
 
 The .md file is the one people edit; the .ipynb holds the published outputs that the book renders
 and that `pytest --nbval` compares against. Runs in the environment the checks use (see
@@ -28,6 +29,26 @@ import conftest  # noqa: E402,F401  (sets the environment of the published run, 
 os.environ["INFERLAB_RECORD"] = "1"  # chapters write their measurements to data/
 
 
+#: Tags whose code the book's pages do not show; the notebook hides it too (CHAPTER_STANDARD, "Interactive pieces").
+HIDDEN_TAGS = frozenset({"hide-input", "remove-input", "remove-cell"})
+
+
+def hide_sources(notebook: nbformat.NotebookNode) -> int:
+    """Collapse the source of every cell the book hides, in Jupyter and in Colab; return how many.
+
+    Jupyter Book reads the tags; JupyterLab and Notebook 7 read ``jupyter.source_hidden`` (nbformat's
+    cell metadata), Colab its form view (``cellView: form``), so a reader of the notebook sees the
+    chapter's code, not its checks, and can still open each hidden cell.
+    """
+    hidden = 0
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and HIDDEN_TAGS & set(cell.metadata.get("tags", [])):
+            cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+            cell.metadata["cellView"] = "form"
+            hidden += 1
+    return hidden
+
+
 def publish(md: Path) -> dict:
     """Execute one chapter from its text file and write the paired .ipynb with outputs."""
     notebook = jupytext.read(md)
@@ -36,6 +57,7 @@ def publish(md: Path) -> dict:
     NotebookClient(notebook, timeout=1200, kernel_name="python3", store_widget_state=True,
                    resources={"metadata": {"path": str(md.parent)}}).execute()
     seconds = time.perf_counter() - start
+    hide_sources(notebook)
     nbformat.write(notebook, md.with_suffix(".ipynb"))
     return {"notebook": md.with_suffix(".ipynb").name, "seconds": round(seconds, 1)}
 
@@ -58,6 +80,12 @@ def processor_words() -> str:
 
 
 def main(paths: list[str]) -> None:
+    if paths[:1] == ["--hide-only"]:  # metadata only: the published outputs stay as they are
+        for ipynb in [Path(p).resolve() for p in paths[1:]] or sorted((ROOT / "notebooks").glob("ch*.ipynb")):
+            notebook = nbformat.read(ipynb, as_version=4)
+            print(f"{ipynb.name}: {hide_sources(notebook)} cells hidden")
+            nbformat.write(notebook, ipynb)
+        return
     mds = [Path(p).resolve() for p in paths] or sorted((ROOT / "notebooks").glob("ch*.md"))
     log_file = ROOT / "data" / "published_runs.json"
     log = json.loads(log_file.read_text()) if log_file.exists() else {}

@@ -39,3 +39,18 @@ def test_published_notebook_was_executed_in_order_without_errors(md):
     assert counts == list(range(1, len(code) + 1)), "published outputs must come from one top-to-bottom run"
     errors = [o for c in code for o in c.outputs if o.output_type == "error"]
     assert not errors
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
+def test_cells_the_book_hides_are_hidden_in_jupyter_and_colab(md):
+    published = nbformat.read(md.with_suffix(".ipynb"), as_version=4)
+    hidden_tags = {"hide-input", "remove-input", "remove-cell"}
+    for index, cell in enumerate(published.cells):
+        if cell.cell_type != "code":
+            continue
+        tagged = bool(hidden_tags & set(cell.metadata.get("tags", [])))
+        in_jupyter = cell.metadata.get("jupyter", {}).get("source_hidden", False)
+        in_colab = cell.metadata.get("cellView") == "form"
+        assert in_jupyter == in_colab == tagged, (f"{md.name}, cell {index}: tags {cell.metadata.get('tags')} but "
+                                                  f"source_hidden={in_jupyter}, cellView form={in_colab} "
+                                                  f"(run scripts/publish.py --hide-only)")
