@@ -15,13 +15,40 @@ NUMBER = re.compile(r"(?<![\w.\-/#])\d[\d,]*(?:\.\d+)?(?![\w\-])")
 NAMED_PLACES = re.compile(r"\b(?:Experiment|Exercise|Question|Part) \d+")
 
 
+FENCE = re.compile(r"^\s*(`{3,}|~{3,}|:{3,})(.*)$")
+
+
+def _drop_code(text: str) -> str:
+    """Code fences removed with their contents; directive fences (``{admonition}``, ``{dropdown}``) lose only
+    their own lines, so their body stays prose. Read line by line, as MyST pairs fences: a closing fence is
+    the opening's character, at least as long, with nothing after it; directives may nest code fences."""
+    out, directives, code = [], [], None
+    for line in text.split("\n"):
+        m = FENCE.match(line)
+        fence, info = (m.group(1), m.group(2).strip()) if m else ("", "")
+        if code is not None:  # inside a code fence: only its closing fence ends it
+            if m and not info and fence[0] == code[0] and len(fence) >= len(code):
+                code = None
+            out.append(" ")
+        elif m and info.startswith("{"):
+            directives.append(fence)
+            out.append(" ")
+        elif m and not info and directives and fence[0] == directives[-1][0] and len(fence) >= len(directives[-1]):
+            directives.pop()
+            out.append(" ")
+        elif m and fence[0] != ":":
+            code = fence
+            out.append(" ")
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 def strip(text: str) -> str:
     """Prose with code, mathematics, roles, labels, link targets and list numbers removed."""
     text = re.sub(r"<!--.*?-->", " ", text, flags=re.S)
-    # plain code fences go; directive fences ({admonition} ...) keep their body, lose options
-    text = re.sub(r"^(`{3,}|~{3,})(?!\{)[^\n]*\n.*?^\1\s*$", " ", text, flags=re.S | re.M)
-    text = re.sub(r"^(`{3,}|:{3,})\{[^\n]*$", " ", text, flags=re.M)
-    text = re.sub(r"^:[\w-]+:.*$", " ", text, flags=re.M)
+    text = _drop_code(text)
+    text = re.sub(r"^\s*:[\w-]+:.*$", " ", text, flags=re.M)  # a directive's options
     text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)
     text = re.sub(r"(?<!\\)\$[^$\n]+\$", " ", text)
     text = ROLE.sub(" \u25af ", text)

@@ -54,6 +54,9 @@ def test_the_stripper_keeps_what_it_should():
     assert [m.group() for m in NUMBER.finditer(text)] == ["140", "77"]
     left = hand_typed_numbers(text, ["140 ms"])
     assert len(left) == 1 and "It is 77" in left[0]
+    # a four-backtick directive (a dropdown that holds fences) keeps its body, and so does the text after it
+    nested = strip("````{dropdown} Source notes\nSee 12 files.\n```python\nx = 3\n```\n````\nThen 34 tokens.\n```\ny = 5\n```")
+    assert [m.group() for m in NUMBER.finditer(nested)] == ["12", "34"]
 
 
 @pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
