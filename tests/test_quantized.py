@@ -69,25 +69,60 @@ def test_packed_bytes_are_the_formats_bits_per_weight():
 
 
 #: The formats whose products use the weights' exact values on float32 activations; "int8" and "int4"
-#: round the activations (to 8 bits, to bfloat16) inside PyTorch's operators: tested per matrix below.
+#: round the activations (to 7 bits, to bfloat16) inside PyTorch's operators: tested per matrix below.
 EXACT = ["q8_0", "q4_1"]
 
 
-def test_fbgemms_int8_product_is_within_its_activation_rounding():
+def fbgemm_integer_model(x: torch.Tensor, quantized, levels: int, saturate: bool) -> torch.Tensor:
+    """What fbgemm's dynamic product computes, in exact integers: each row of x to codes 0..levels with its
+    own scale and zero point (from the row's range, zero included), u8 x s8 products added in adjacent
+    pairs (clipped to int16 if ``saturate``, as ``vpmaddubsw`` does without VNNI), then widened and summed."""
+    codes, scales = quantized.codes.to(torch.int64), quantized.scales.double().view(-1)
+    rows = []
+    for row in x.double():
+        low, high = min(row.min().item(), 0.0), max(row.max().item(), 0.0)
+        step = (high - low) / levels
+        zero = min(max(round(-low / step), 0), levels)
+        a = (torch.round(row / step) + zero).clamp(0, levels).to(torch.int64)
+        pairs = (a * codes).view(codes.shape[0], -1, 2).sum(-1)
+        if saturate:
+            pairs = pairs.clamp(-2**15, 2**15 - 1)
+        rows.append((pairs.sum(-1) - zero * codes.sum(-1)).double() * step * scales)
+    return torch.stack(rows).float()
+
+
+def int8_case():
     torch.manual_seed(1)
     quantized = quantize_symmetric(torch.randn(96, 64), 8, None, torch.float32)
+    x = torch.randn(3, 64)
+    x[0] *= 100  # a row of large activations must not coarsen the others' steps
+    return quantized, x
+
+
+def test_fbgemms_int8_product_is_within_its_activation_rounding():
+    quantized, x = int8_case()
     weight = Int8DynamicWeight(quantized)
     reference = quantized.dequantize()
     assert torch.equal(weight.dequantize(), reference)
     assert torch.equal(weight.rows(torch.tensor([[5, 1]])), reference[torch.tensor([[5, 1]])])
-    x = torch.randn(3, 64)
-    x[0] *= 100  # a row of large activations must not coarsen the others' steps
-    # 8 bits, one scale and zero point per row, from the row's range (zero included, as fbgemm's range is)
-    step = (x.amax(-1).clamp(min=0) - x.amin(-1).clamp(max=0)) / 255
+    # 7 bits, one scale and zero point per row, from the row's range (zero included, as fbgemm's range is)
+    step = (x.amax(-1).clamp(min=0) - x.amin(-1).clamp(max=0)) / 127
     bound = step.unsqueeze(-1) * reference.abs().sum(-1) / 2 + 1e-4  # each activation moves by at most half a step
     error = (weight(x) - x @ reference.T).abs()
     assert (error <= bound).all()
     assert error.max() > 1e-5  # it does round: not the float32 product
+
+
+def test_fbgemms_int8_product_is_its_integer_arithmetic_on_every_processor():
+    """7-bit activation codes keep fbgemm's int16 pair sums exact with or without VNNI; 8-bit ones would clip."""
+    quantized, x = int8_case()
+    got = Int8DynamicWeight(quantized)(x)
+    exact = fbgemm_integer_model(x, quantized, 127, saturate=False)
+    assert torch.equal(exact, fbgemm_integer_model(x, quantized, 127, saturate=True))  # nothing to clip
+    assert torch.allclose(got, exact, rtol=1e-5, atol=1e-4)
+    # The same data with 8-bit codes does clip: the pair sums this case would depend on the processor.
+    assert not torch.equal(fbgemm_integer_model(x, quantized, 255, saturate=False),
+                           fbgemm_integer_model(x, quantized, 255, saturate=True))
 
 
 def test_the_int4_operators_product_is_within_bfloat16_rounding():

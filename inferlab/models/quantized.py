@@ -19,7 +19,7 @@ multiply-and-sum over the codes, with float32 activations, exactly the weights t
 Two call PyTorch's own packed CPU operators, which also round the activations:
 
 - ``"int8"``: per-channel symmetric int8 weights, multiplied by fbgemm's dynamically quantised
-  product (``torch.ops.quantized.linear_dynamic``: the activations are quantised to 8 bits, one
+  product (``torch.ops.quantized.linear_dynamic``: the activations are quantised to 7 bits, one
   scale and zero point per row, and the product runs in integers) (:class:`Int8DynamicWeight`);
 - ``"int4"``: Q4_1's codes and groups for the blocks in the layout of
   ``torch.ops.aten._weight_int4pack_mm_for_cpu``, which takes ``w = (q - 8) * scale + zero`` with
@@ -161,6 +161,14 @@ class PackedWeight(QuantizedWeight):
 _FBGEMM_PACKED: dict[int, Any] = {}
 _handles = itertools.count()
 
+#: Activations to 7 bits (codes 0 to 127), not 8. On a processor without VNNI, fbgemm's kernels add
+#: each pair of u8 x s8 products into a saturating int16 (``vpmaddubsw``) before widening them; with
+#: 8-bit codes a pair reaches 2 x 255 x 127 = 64,770 and clips at 32,767, so the product depends on
+#: the processor. With 7-bit codes a pair stays within 2 x 127 x 127 = 32,258 and every processor adds
+#: exactly. PyTorch's own dynamic ``Linear`` passes ``reduce_range=True`` for the same reason
+#: (``torch/ao/nn/quantized/dynamic/modules/linear.py``); tested in ``tests/test_quantized.py``.
+REDUCE_RANGE = True
+
 
 @torch.library.custom_op("inferlab::fbgemm_linear", mutates_args=())
 def fbgemm_linear(x: torch.Tensor, handle: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
@@ -178,8 +186,8 @@ def fbgemm_linear(x: torch.Tensor, handle: torch.Tensor, scales: torch.Tensor) -
     """
     packed = _FBGEMM_PACKED[int(handle)]
     if x.shape[0] == 1:
-        return torch.ops.quantized.linear_dynamic(x, packed, False)
-    return torch.cat([torch.ops.quantized.linear_dynamic(row, packed, False) for row in x.split(1)])
+        return torch.ops.quantized.linear_dynamic(x, packed, REDUCE_RANGE)
+    return torch.cat([torch.ops.quantized.linear_dynamic(row, packed, REDUCE_RANGE) for row in x.split(1)])
 
 
 @fbgemm_linear.register_fake
@@ -191,8 +199,8 @@ class Int8DynamicWeight(QuantizedWeight):
     """Per-channel int8 weights multiplied by fbgemm's dynamically quantised product (Chapter 12).
 
     ``torch.ops.quantized.linear_prepack`` packs a per-channel ``qint8`` tensor into fbgemm's
-    layout; ``torch.ops.quantized.linear_dynamic(x, packed, reduce_range=False)`` quantises x to
-    8 bits with one scale and zero point per call (from x's range), multiplies in integers and
+    layout; ``torch.ops.quantized.linear_dynamic(x, packed, reduce_range=True)`` quantises x to
+    7 bits (:data:`REDUCE_RANGE`) with one scale and zero point per call (from x's range), multiplies in integers and
     rescales to float32; :func:`fbgemm_linear` calls it once per row. The codes and scales are also kept, for :meth:`rows` and
     :meth:`dequantize`: the packed copy is what a product reads.
     """
