@@ -41,9 +41,9 @@ def machine_busy_seconds(stat: Path = Path("/proc/stat")) -> float | None:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
-def own_cpu_seconds(times: os.times_result | None = None) -> float:
+def own_cpu_seconds() -> float:
     """This process's CPU seconds, its finished children's included (Chapter 7)."""
-    t = os.times() if times is None else times
+    t = os.times()
     return t.user + t.system + t.children_user + t.children_system
 
 
