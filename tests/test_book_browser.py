@@ -74,7 +74,7 @@ def pages(browser):
 
 
 CHAPTER = "notebooks/ch01_what_is_inference.html"
-FIGURES = ["fig-ch01-stage-shares", "fig-ch01-step-times", "fig-ch01-step-explorer", "fig-ch01-trained-random",
+FIGURES = ["fig-ch01-cost-model", "fig-ch01-stage-shares", "fig-ch01-step-explorer", "fig-ch01-trained-random",
            "fig-ch01-token-counts"]
 
 
