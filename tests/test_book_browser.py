@@ -74,13 +74,12 @@ def pages(browser):
 
 
 CHAPTER = "notebooks/ch01_what_is_inference.html"
-FIGURES = ["fig-ch01-cost-model", "fig-ch01-stage-shares", "fig-ch01-step-explorer", "fig-ch01-trained-random",
-           "fig-ch01-token-counts"]
+FIGURES = ["fig-ch01-cost-model", "fig-ch01-stage-shares", "fig-ch01-step-explorer", "fig-ch01-trained-random"]
 
 
 def test_chapter_1_figures_draw_offline(pages):
     page, errors, refused = pages(CHAPTER)
-    page.wait_for_selector("#fig-ch01-token-counts .main-svg", timeout=10_000)
+    page.wait_for_selector("#fig-ch01-trained-random .main-svg", timeout=10_000)
     for figure in FIGURES:
         assert page.locator(f"#{figure} .main-svg").count() >= 1, f"{figure} was not drawn"
         assert page.locator(f"#{figure} .main-svg .trace").count() >= 1, f"{figure} has no data"
