@@ -96,3 +96,14 @@ def test_llama_cpp_generates_exactly_n_greedy_tokens_on_the_bundled_file(smollm2
     first, second = runner.generate(ids, 6), runner.generate(ids, 6)
     assert len(first.tokens) == 6 and first.tokens == second.tokens  # greedy, and the cache reset between requests
     assert first.ttft_s > 0 and first.decode_s_per_token > 0
+
+
+def test_gguf_tensor_bytes_counts_the_weights_without_the_tokenizer():
+    from inferlab.bench.quant import gguf_tensor_bytes
+    from inferlab.models.loaders import smollm2_gguf
+
+    path = smollm2_gguf()
+    # the bundled file's three tensor types (Chapter 2): Q4_1 blocks of 32 weights in 20 bytes, the tied
+    # embedding in Q8_0 (32 weights in 34 bytes), the norms in float32
+    expected = 106_168_320 * 20 // 32 + 28_311_552 * 34 // 32 + 35_136 * 4
+    assert gguf_tensor_bytes(path) == expected < path.stat().st_size

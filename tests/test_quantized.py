@@ -12,7 +12,7 @@ from inferlab.engine import Engine
 from inferlab.engine.backends import decode_backend
 from inferlab.models import compile_decode, decode_optimised, native_from_hf
 from inferlab.models.quantize import quantize_affine, quantize_symmetric
-from inferlab.models.quantized import (BLOCK_MATRICES, FORMATS, Int4PackWeight, Int8DynamicWeight, PackedWeight,
+from inferlab.models.quantized import (BLOCK_MATRICES, FORMATS, OPERATORS, Int4PackWeight, Int8DynamicWeight, PackedWeight,
                                        QuantizedWeight, quantize_decode, quantize_with,
                                        weight_bytes)
 from inferlab.sampling.params import SamplingParams
@@ -259,3 +259,14 @@ def test_fbgemms_packed_weights_live_as_long_as_their_module():
     del weight
     gc.collect()
     assert handle not in module._FBGEMM_PACKED
+
+
+def test_the_two_controls_hold_their_formats_codes():
+    """int8-w is int8's weights with float32 activations; int4-q8 is int4's blocks with q8_0's head (Chapter 12)."""
+    w = torch.randn(8, 64, generator=torch.Generator().manual_seed(5))
+    weights_alone = PackedWeight(quantize_with(w, FORMATS["int8-w"]["blocks"]))
+    through_fbgemm = Int8DynamicWeight(quantize_with(w, FORMATS["int8"]["blocks"]))
+    assert torch.equal(weights_alone.dequantize(), through_fbgemm.dequantize())
+    assert OPERATORS["int8-w"] == (None, None)  # the written-out kernel: float32 activations
+    assert FORMATS["int4-q8"] == {"blocks": FORMATS["int4"]["blocks"], "head": FORMATS["q8_0"]["head"]}
+    assert OPERATORS["int4-q8"] == (OPERATORS["int4"][0], OPERATORS["q8_0"][1])

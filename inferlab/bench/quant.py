@@ -25,6 +25,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from inferlab.bench.child import EngineCrashed
@@ -38,6 +39,13 @@ GOAL = {"llama_cpp_over_engine_at_most": 2.0}
 #: The engine's paths: float32, then each packed format; their bit widths for the comparison.
 ENGINE_PATHS = {"float32": None, "int8": "int8", "q8_0": "q8_0", "int4": "int4", "q4_1": "q4_1"}
 BITS = {"float32": 32, "int8": 8, "q8_0": 8, "int4": 4, "q4_1": 4}
+
+
+def gguf_tensor_bytes(path: Path | str) -> int:
+    """Bytes of a GGUF file's tensors: its weights, without the file's metadata and tokenizer (Chapter 12)."""
+    import gguf
+
+    return sum(int(t.n_bytes) for t in gguf.GGUFReader(str(path)).tensors)
 def agreement(tokens: Sequence[int], reference: Sequence[int]) -> dict[str, Any]:
     """Greedy agreement: the common prefix's length and the share of equal positions (Chapter 12).
 
@@ -88,7 +96,7 @@ def measure_threads(loaded: LoadedModel, paths: Sequence[str], llama_formats: Se
             crashed[name] = str(crash)
             continue
         info[name] = {"engine": f"llama.cpp (llama-cpp-python {llama_cpp_version()})", "bits": BITS[fmt],
-                      "gguf": path.name, "file_bytes": path.stat().st_size}
+                      "gguf": path.name, "file_bytes": path.stat().st_size, "weight_bytes": gguf_tensor_bytes(path)}
         runners[name] = lambda r=runner: r.generate(prompt_ids, new_tokens)
     load_before = os.getloadavg()[0]
     try:

@@ -25,6 +25,13 @@ Two call PyTorch's own packed CPU operators, which also round the activations:
   ``torch.ops.aten._weight_int4pack_mm_for_cpu``, which takes ``w = (q - 8) * scale + zero`` with
   bfloat16 scales and zeros and bfloat16 activations (its float32 path is a slow fallback on this
   torch), the head as ``"int8"`` (:class:`Int4PackWeight`).
+
+Two controls separate what each of those operators rounds:
+
+- ``"int8-w"``: ``"int8"``'s codes and scales, multiplied with float32 activations
+  (:class:`PackedWeight`): the weights' rounding alone;
+- ``"int4-q8"``: ``"int4"``'s blocks with a Q8_0 head (:class:`PackedWeight`), the bundled file's own
+  head format: int4 without the per-row re-rounding of the head and its 7-bit activations.
 """
 from __future__ import annotations
 
@@ -46,10 +53,13 @@ FORMATS: dict[str, dict[str, tuple[str, int, int | None]]] = {
     "q8_0": {"blocks": ("symmetric", 8, 32), "head": ("symmetric", 8, 32)},
     "q4_1": {"blocks": ("affine", 4, 32), "head": ("symmetric", 8, 32)},
     "int4": {"blocks": ("affine", 4, 32), "head": ("symmetric", 8, None)},
+    "int8-w": {"blocks": ("symmetric", 8, None), "head": ("symmetric", 8, None)},
+    "int4-q8": {"blocks": ("affine", 4, 32), "head": ("symmetric", 8, 32)},
 }
 #: Which class holds each format's matrices: (blocks, head); None: :class:`PackedWeight`.
 OPERATORS: dict[str, tuple[str | None, str | None]] = {
-    "int8": ("fbgemm", "fbgemm"), "q8_0": (None, None), "q4_1": (None, None), "int4": ("int4pack", "fbgemm")}
+    "int8": ("fbgemm", "fbgemm"), "q8_0": (None, None), "q4_1": (None, None), "int4": ("int4pack", "fbgemm"),
+    "int8-w": (None, None), "int4-q8": ("int4pack", None)}
 
 
 def quantize_with(weight: torch.Tensor, recipe: tuple[str, int, int | None]) -> QuantizedTensor:
