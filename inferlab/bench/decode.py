@@ -23,9 +23,9 @@ decode-optimised model (fused projections, fewer small operations), its [in, out
 then ``torch.compile`` of the streamed [out, in] product, which replaces that layout as it
 compiles, and last ``torch.compile`` of the [in, out] model, whose products stay calls into the BLAS
 library while inductor fuses the small operations between them. The last two are alternatives, not
-steps: on the AMD EPYC of the book's published runs the streamed loop read the weights faster than
-MKL's one-row product, on the Intel Xeon of the same machine kind MKL's was faster (Chapter 10), so
-the benchmark times both and names the fastest path of each run (their compilation, timed with the
+steps: which is faster depends on the processor and the thread count (in Chapter 10's published
+runs the compiled [in, out] path was the faster at one thread, the streamed one at two), so the
+benchmark times both and names the fastest path of each run (their compilation, timed with the
 warm-up, is reported apart: ``compile_and_warm_up_s``). A chapter that measures other things too can time the short selection
 (:data:`SHORT_STAGES`, ``--stages short``) with fewer rounds or new tokens. ``--stages compile``
 (Chapter 11) times the best eager stage against the compiled one and prints their ratio,

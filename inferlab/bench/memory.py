@@ -10,8 +10,8 @@ What the measurement is, and is not: the median rate at which ``torch.sum`` read
 float32 tensor with the given number of threads. It estimates the bandwidth that a simple streaming
 read *achieves* here, not the memory's peak (the kind of figure a datasheet gives): more threads,
 other instructions or another tensor size may read faster. No chapter measures the memory's peak:
-the roofline chapter takes the same kind of achieved rate (a ``torch.sum`` read, beside a copy) as
-its roof, and that is enough to put a floor under a decode step.
+the roofline chapter takes the same kind of achieved rate (a ``torch.sum`` read) as its roof, and
+that is enough to put a floor under a decode step.
 """
 from __future__ import annotations
 
