@@ -219,3 +219,17 @@ def test_context_differences_name_the_machine_and_the_gpu():
 def test_format_comparison_names_the_level_it_used():
     rows = compare(record(1.3, seed=1), record(1.0), level=0.9)
     assert "90% interval" in format_comparison(rows)
+
+
+def test_interleaved_rotates_the_order_and_pairs_the_samples_by_round():
+    from inferlab.bench.harness import interleaved
+
+    order = []
+    calls = {name: (lambda name=name: order.append(name), None, 2.0, "things") for name in ("a", "b", "c")}
+    ticks = iter(range(1000))
+    out = interleaved(calls, 3, clock=lambda: float(next(ticks)))
+    assert order == ["a", "b", "c"] + ["a", "b", "c"] + ["b", "c", "a"] + ["c", "a", "b"]  # one warm-up each first
+    assert all(len(m.seconds) == 3 and m.warmup == 1 and m.work == 2.0 for m in out.values())
+    assert all(s == 1.0 for m in out.values() for s in m.seconds)  # each sample one call between two clock reads
+    with pytest.raises(ValueError):
+        interleaved(calls, 0)

@@ -224,6 +224,39 @@ def paired(fn_a: Callable[[], Any], fn_b: Callable[[], Any], *, pairs: int = 10,
     return PairedComparison(make(0), make(1), level)
 
 
+#: One call of :func:`interleaved`: the callable, its thread count, its work per call and the work's unit.
+Call = tuple[Callable[[], Any], "int | None", "float | None", "str | None"]
+
+
+def interleaved(calls: Mapping[str, Call], rounds: int, *, device: str = "cpu",
+                clock: Callable[[], float] = time.perf_counter) -> dict[str, Measurement]:
+    """Time each call once per round, the order rotated each round, each at its own thread count (Chapter 10).
+
+    One untimed call of each comes first. Sample r of every call is taken in round r, so the samples
+    pair by round: a slow spell of a shared machine falls on every call of that round alike (the
+    interleaving of Chapter 8, extended to calls with their own thread counts and units of work).
+    """
+    if rounds < 1 or not calls:
+        raise ValueError(f"need at least one round and one call, got {rounds} rounds and {len(calls)} calls")
+    names = list(calls)
+    for name in names:
+        fn, threads, _, _ = calls[name]
+        with intra_op_threads(threads):
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn, threads, _, _ = calls[name]
+            with intra_op_threads(threads):
+                synchronize(device)
+                start = clock()
+                fn()
+                synchronize(device)
+                samples[name].append(clock() - start)
+    return {name: Measurement(name, samples[name], 1, device, calls[name][1], calls[name][2], calls[name][3])
+            for name in names}
+
+
 def ratio_of_medians(a: Sequence[float], b: Sequence[float], level: float = 0.95, resamples: int = 2000,
                      seed: int = 0) -> tuple[float, float, float]:
     """median(a) / median(b) and a bootstrap interval, for two independent sets of samples (Chapter 7).
