@@ -382,3 +382,37 @@ def test_merges_checker_does_not_print_the_answer(capsys):
     assert not checks_ch03.merges_learned("ab ab ab abc bc", 256 + 3, [("a", "b"), ("b", "c"), ("Ġ", "ab")])
     said = capsys.readouterr().out
     assert "merge 1" in said and "Ġab" not in said and "'ab'" not in said
+
+
+def test_exercise_4_solution_streams_past_an_invalid_byte():
+    """Chapter 3, exercise 4: the incremental decoder with errors="replace" keeps streaming after a byte
+    that no UTF-8 character can contain (a lone continuation byte, which GPT-2 has as a token of its own
+    and a sampler can emit), while a prefix-and-tail buffer that keeps ``buffer[error.start:]`` stalls."""
+    import codecs
+
+    from inferlab.text.bpe import gpt2_bpe
+
+    tokenizer = gpt2_bpe()
+    ids = tokenizer.encode("ok ") + tokenizer.encode(b"\x99") + tokenizer.encode(" and the rest, 日本語")
+    assert tokenizer.decode_bytes(tokenizer.encode(b"\x99")) == b"\x99"
+
+    def replace_stream(ids):  # the solution the chapter gives
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        for i in ids:
+            text = decoder.decode(tokenizer.decode_bytes([i]))
+            if text:
+                yield text
+
+    def prefix_and_tail(ids):  # keeps the tail at the error's start: an invalid byte never leaves it
+        buffer = b""
+        for i in ids:
+            buffer += tokenizer.decode_bytes([i])
+            try:
+                text, buffer = buffer.decode("utf-8"), b""
+            except UnicodeDecodeError as error:
+                text, buffer = buffer[:error.start].decode("utf-8"), buffer[error.start:]
+            if text:
+                yield text
+
+    assert "".join(replace_stream(ids)) == "ok \ufffd and the rest, 日本語"
+    assert "".join(prefix_and_tail(ids)) == "ok "
