@@ -277,6 +277,18 @@ def test_chat_ids_refuse_a_base_tokenizer_and_bad_messages(gpt2_tokenizer):
 
 # --- the exercise checkers of Chapter 3 ---------------------------------------------------------------
 
+def _prefix_and_tail(tokenizer, ids):
+    """A streaming decoder that yields the valid prefix and keeps the tail from the error's start (Chapter 3, exercise 4)."""
+    buffer = b""
+    for i in ids:
+        buffer += tokenizer.decode_bytes([i])
+        try:
+            text, buffer = buffer.decode("utf-8"), b""
+        except UnicodeDecodeError as error:
+            text, buffer = buffer[:error.start].decode("utf-8"), buffer[error.start:]
+        if text:
+            yield text
+
 def test_checkers_accept_right_answers_and_reject_wrong_ones():
     import codecs
 
@@ -306,17 +318,6 @@ def test_checkers_accept_right_answers_and_reject_wrong_ones():
             buffer = b""
             yield text
 
-    def prefix_and_tail(tokenizer, ids):  # the book's solution: yield the valid prefix, keep the tail
-        buffer = b""
-        for i in ids:
-            buffer += tokenizer.decode_bytes([i])
-            try:
-                text, buffer = buffer.decode("utf-8"), b""
-            except UnicodeDecodeError as error:
-                text, buffer = buffer[:error.start].decode("utf-8"), buffer[error.start:]
-            if text:
-                yield text
-
     def all_at_the_end(tokenizer, ids):
         yield tokenizer.decode(list(ids))
 
@@ -329,7 +330,7 @@ def test_checkers_accept_right_answers_and_reject_wrong_ones():
         if pending is not None:
             yield pending
 
-    assert checks_ch03.streams_cleanly(good_stream) and checks_ch03.streams_cleanly(prefix_and_tail)
+    assert checks_ch03.streams_cleanly(good_stream) and checks_ch03.streams_cleanly(_prefix_and_tail)
     for bad in (naive_stream, replace_past_four_bytes, all_at_the_end, one_token_late):
         assert not checks_ch03.streams_cleanly(bad), bad.__name__
     smol = load_tokenizer("smollm2-135m")
@@ -403,16 +404,5 @@ def test_exercise_4_solution_streams_past_an_invalid_byte():
             if text:
                 yield text
 
-    def prefix_and_tail(ids):  # keeps the tail at the error's start: an invalid byte never leaves it
-        buffer = b""
-        for i in ids:
-            buffer += tokenizer.decode_bytes([i])
-            try:
-                text, buffer = buffer.decode("utf-8"), b""
-            except UnicodeDecodeError as error:
-                text, buffer = buffer[:error.start].decode("utf-8"), buffer[error.start:]
-            if text:
-                yield text
-
     assert "".join(replace_stream(ids)) == "ok \ufffd and the rest, 日本語"
-    assert "".join(prefix_and_tail(ids)) == "ok "
+    assert "".join(_prefix_and_tail(tokenizer, ids)) == "ok "  # an invalid byte never leaves its tail
