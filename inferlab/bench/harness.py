@@ -230,11 +230,11 @@ Call = tuple[Callable[[], Any], "int | None", "float | None", "str | None"]
 
 def interleaved(calls: Mapping[str, Call], rounds: int, *, device: str = "cpu",
                 clock: Callable[[], float] = time.perf_counter) -> dict[str, Measurement]:
-    """Time each call once per round, the order rotated each round, each at its own thread count (Chapter 10).
+    """Time each call once per round, the order rotated each round, each at its own thread count (Chapter 8).
 
     One untimed call of each comes first. Sample r of every call is taken in round r, so the samples
-    pair by round: a slow spell of a shared machine falls on every call of that round alike (the
-    interleaving of Chapter 8, extended to calls with their own thread counts and units of work).
+    pair by round: a slow spell of a shared machine falls on every call of that round alike (Chapter 8
+    interleaves prompt lengths with the machine's two ceilings; Chapter 10 gives calls their own thread counts).
     """
     if rounds < 1 or not calls:
         raise ValueError(f"need at least one round and one call, got {rounds} rounds and {len(calls)} calls")
