@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from inferlab.bench.steps import prefilled_cache, random_cache, repeatable_decode_step
+from inferlab.bench.steps import operator_seconds, prefilled_cache, random_cache, repeatable_decode_step
 from inferlab.models import native_from_hf
 from inferlab.models.hf import TransformersLM
 from inferlab.models.shape import shape_from_config
@@ -61,3 +61,15 @@ def test_random_cache_holds_the_seeded_keys_of_the_model_shape(tiny_models, whic
     assert not torch.equal(keys[0], keys[1])  # each layer draws its own
     with pytest.raises(ValueError, match="at least one position"):
         random_cache(model.new_cache(), shape, 0)
+
+
+def test_operator_seconds_names_the_operators_of_a_call_and_sums_to_the_profiled_time():
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
+    calls = operator_seconds(lambda: torch.cat([a @ b, a]), repeats=2)
+    assert len(calls) == 2
+    for seconds in calls:
+        assert {"aten::mm", "aten::cat"} <= set(seconds)
+        assert all(v >= 0 for v in seconds.values()) and seconds["aten::mm"] > 0
+        assert "aten::repeat_interleave" not in seconds
+    with pytest.raises(ValueError):
+        operator_seconds(lambda: None, repeats=0)

@@ -8,7 +8,7 @@ the engine, counted from the request's admission (:attr:`inferlab.records.Stream
 - inter-token latencies, ``ITL_i = t_i - t_{i-1}`` for ``i = 1 .. n-1``;
 - time per output token, ``TPOT = (E - TTFT) / (n - 1)``, the mean of the inter-token latencies
   (the gaps telescope); undefined (``nan``) for a one-token request, which has no gap;
-- output throughput ``n / E``, decode rate ``1 / TPOT`` and prefill rate ``P / TTFT``, three
+- output rate ``n / E``, decode rate ``1 / TPOT`` and prefill rate ``P / TTFT``, three
   different "tokens per second";
 - cost per million output tokens on a machine that serves the request alone, from an assumed price
   per machine-hour.
@@ -68,7 +68,7 @@ class RequestMetrics:
         return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1) if self.output_tokens > 1 else math.nan
 
     def output_tokens_per_s(self) -> float:
-        """The request's output throughput: output tokens over its end-to-end latency (Chapter 8)."""
+        """The request's output rate: output tokens over its end-to-end latency (Chapter 8)."""
         return self.output_tokens / self.e2e_s
 
     def decode_tokens_per_s(self) -> float:

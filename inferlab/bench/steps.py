@@ -6,10 +6,11 @@ context one longer. :func:`repeatable_decode_step` removes that position after e
 the same step on the same cache. :func:`prefilled_cache` makes the cache of a real prompt;
 :func:`random_cache` one of any length, filled with random keys and values, for steps at contexts too
 long to prefill within a chapter's time budget (Chapter 8 checks the steps it times this way against
-real requests).
+real requests). :func:`operator_seconds` splits one call of such a step by the operators it ran.
 """
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
 from typing import Any
 
@@ -65,3 +66,27 @@ def random_cache(cache: Any, shape: ModelShape, length: int, seed: int = 0, batc
         values = torch.randn(size, generator=gen, dtype=dtype).to(device)
         cache.update(keys, values, layer)
     return cache
+
+
+def operator_seconds(call: Callable[[], object], repeats: int = 1) -> list[dict[str, float]]:
+    """Self CPU seconds of each operator, one dictionary per call of ``call``, from ``torch.profiler`` (Chapter 8).
+
+    Self time leaves out an operator's children, so the values of one call add up to the profiled
+    call's time in operators, the profiler's own cost per operator included. That cost is the same
+    for two calls that run the same operators, so differences between such calls are the operators'.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    from inferlab.analysis.flops import _quiet_native_stderr  # the profiler library's own log lines
+
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    out = []
+    for _ in range(repeats):
+        with _quiet_native_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+            call()
+        seconds: dict[str, float] = collections.defaultdict(float)
+        for event in prof.key_averages():
+            seconds[event.key] += event.self_cpu_time_total / 1e6
+        out.append(dict(seconds))
+    return out
