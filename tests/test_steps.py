@@ -63,7 +63,7 @@ def test_random_cache_holds_the_seeded_keys_of_the_model_shape(tiny_models, whic
         random_cache(model.new_cache(), shape, 0)
 
 
-def test_operator_seconds_names_the_operators_of_a_call_and_sums_to_the_profiled_time():
+def test_operator_seconds_gives_each_call_the_self_time_of_the_operators_it_ran():
     a, b = torch.randn(64, 64), torch.randn(64, 64)
     calls = operator_seconds(lambda: torch.cat([a @ b, a]), repeats=2)
     assert len(calls) == 2
