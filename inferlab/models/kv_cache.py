@@ -136,9 +136,9 @@ class StaticKVCache(KVCache):
     dtype and device of the first keys stored. :meth:`update` returns views of the filled prefix
     only, ``[:, :, :length]``, not the whole buffer under a mask: a view copies nothing, and on the
     CPU attention's time grows with the keys it reads, used or masked, above a fixed cost per call
-    (Chapter 9 times the lab's own :func:`inferlab.models.base.causal_attention` over a filled
-    prefix and over masked buffers of growing size, with every layer of the model it runs, and fits
-    a fixed part plus a part per key). gpt-fast attends
+    (Chapter 9 times the lab's own :func:`inferlab.models.base.causal_attention`, every layer of the
+    model it runs, over a filled prefix and over masked buffers of two larger sizes, and finds the
+    cost per key held about the same as a cached step's growth per position). gpt-fast attends
     over the whole buffer because a compiled GPU graph wants the same shapes at every step; with
     ``torch.compile(dynamic=True)`` (Chapter 10) the growing prefix compiles once.
     """
