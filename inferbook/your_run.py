@@ -63,12 +63,15 @@ class YourRun:
         self.claims: list[tuple[str, bool]] = []
         self.rows: list[tuple[str, str, str]] = []
 
-    def claim(self, text: str, holds: bool, detail: Any = None) -> bool:
-        """A claim the prose makes of the published run: asserted when publishing, reported otherwise."""
+    def claim(self, text: str, holds: bool, detail: Any = None) -> None:
+        """A claim the prose makes of the published run: asserted when publishing, reported otherwise.
+
+        It returns nothing, so that a claim ending a hidden cell prints no stray ``True`` on the page;
+        :meth:`held` gives the outcomes.
+        """
         if publishing():
             assert holds, (text, detail)
         self.claims.append((text, bool(holds)))
-        return bool(holds)
 
     def report(self, text: str, holds: bool) -> bool:
         """A hypothesis whose verdict the prose reports from the run, whichever way it went: never asserted."""

@@ -1,5 +1,6 @@
 """Chapter 7's checkers tell right answers from wrong ones, and agree with SciPy and the harness."""
 import itertools
+import math
 
 import pytest
 from scipy.stats import binomtest
@@ -55,6 +56,14 @@ def test_wrong_winner_normal_and_its_checker(capsys):
     assert check_wrong_winner(0.19, 0.02, 0.025) is True
     assert check_wrong_winner(0.106, 0.02, 0.025) is False  # forgot the sqrt(2)
     assert "sqrt(2)" in capsys.readouterr().out
+    # The chapter's case, a small share: spread 0.5 %, difference 2.5 %. The forgotten sqrt(2) gives a share
+    # about a thousand times smaller, still within any absolute tolerance of the right one: it must fail.
+    want = wrong_winner_normal(0.005, 0.025)
+    assert want == pytest.approx(2.0e-4, rel=0.05)
+    assert check_wrong_winner(want * 1.05, 0.005, 0.025) is True
+    assert check_wrong_winner(0.5 * math.erfc(5 / math.sqrt(2)), 0.005, 0.025) is False
+    assert "sqrt(2)" in capsys.readouterr().out
+    assert check_wrong_winner(0.0, 0.005, 0.025) is False
     with pytest.raises(ValueError):
         wrong_winner_normal(0.0, 0.1)
 

@@ -175,3 +175,26 @@ def test_apply_pre_tokenizer_leaves_other_names_alone(gpt2_tokenizer):
     before = gpt2_tokenizer.backend_tokenizer.pre_tokenizer.__getstate__()
     assert not loaders.apply_pre_tokenizer(gpt2_tokenizer, "gpt-2") and not loaders.apply_pre_tokenizer(gpt2_tokenizer, None)
     assert gpt2_tokenizer.backend_tokenizer.pre_tokenizer.__getstate__() == before
+
+
+def test_conversion_draws_no_progress_bar(monkeypatch, tmp_path):
+    """transformers' own GGUF bar would be saved as a widget with a published chapter's outputs."""
+    from transformers import AutoModelForCausalLM
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    asked = []
+
+    def bar(iterable, **options):  # stands in for tqdm: records how it was asked to draw
+        asked.append(options)
+        return iterable
+
+    def dequantise(*args, **kwargs):  # stands in for the model load: draws the bar as transformers does
+        list(gguf_utils.tqdm([1, 2], desc="Converting and de-quantizing GGUF tensors..."))
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(gguf_utils, "tqdm", bar)
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", dequantise)
+    with pytest.raises(RuntimeError, match="stop here"):
+        loaders.convert_gguf(loaders.smollm2_gguf(), tmp_path / "converted")
+    assert [options.get("disable") for options in asked] == [True]
+    assert gguf_utils.tqdm is bar  # put back for everyone else

@@ -12,8 +12,8 @@ INTEL = {"processor": "Intel(R) Xeon(R) Processor", "cpu_family": "6", "cpu_mode
 def test_a_claim_that_fails_on_a_readers_run_is_reported_not_raised(monkeypatch):
     monkeypatch.delenv("INFERLAB_RECORD", raising=False)
     run = YourRun("Experiment 2", {"provenance": {"machine": AMD}}, INTEL)
-    assert run.claim("two threads buy at least 1.9x", False) is False
-    assert run.claim("the long pass is slower", True) is True
+    assert run.claim("two threads buy at least 1.9x", False) is None  # nothing to print under a hidden cell
+    run.claim("the long pass is slower", True)
     run.number("speed-up", 1.71234, 2.0, ".2f")
     run.number("slope", 0.5, None, ".1f")
     assert run.held() == [False, True]

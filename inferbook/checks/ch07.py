@@ -78,13 +78,13 @@ def wrong_winner_normal(spread: float, difference: float) -> float:
 def check_wrong_winner(answer: float, spread: float, difference: float, rel: float = 0.1) -> bool:
     """Chapter 7, Check yourself: estimate how often one run of each variant picks the wrong winner (normal noise)."""
     want = wrong_winner_normal(spread, difference)
-    if _close(answer, want, rel) or abs(answer - want) < 0.005:
-        print(f"right: about {want:.1%}")
+    if _close(answer, want, rel):  # relative: a share of 1e-4 and one of 3e-7 are different answers
+        print(f"right: about {want:.2g} ({want:.2%})")
         return True
     hint = ""
     if _close(answer, 0.5 * math.erfc(difference / spread / math.sqrt(2)), rel):
         hint = " (the difference of two runs carries the noise of both: the spread grows by sqrt(2))"
-    print(f"not quite: {answer:.3g}, expected about {want:.3f}{hint}")
+    print(f"not quite: {answer:.3g}, expected about {want:.2g}{hint}")
     return False
 
 

@@ -20,9 +20,11 @@ import shutil
 import socket
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import urlparse
 
 from inferlab.errors import ModelUnavailable
@@ -57,6 +59,27 @@ def quiet_progress_bars() -> None:
 
     disable_progress_bars()
     logging.disable_progress_bar()
+
+
+@contextmanager
+def quiet_gguf_bar() -> Iterator[None]:
+    """Silence the bar transformers draws while it dequantises a GGUF file (Chapter 1).
+
+    ``modeling_gguf_pytorch_utils`` imports ``tqdm.auto`` itself (transformers 5.24, line 20), so
+    :func:`quiet_progress_bars` does not reach it; in a notebook the bar would be a widget saved
+    with the outputs of whichever cell converted first. Elsewhere the bar is left as it is.
+    """
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    original = getattr(gguf_utils, "tqdm", None)
+    if original is None:
+        yield
+        return
+    gguf_utils.tqdm = partial(original, disable=True)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
 
 
 def cache_root() -> Path:
@@ -243,7 +266,8 @@ def convert_gguf(gguf: Path, folder: Path) -> dict[str, Any]:
         apply_special_tokens(tokenizer, specials)
         pre_name = gguf_pre_tokenizer_name(gguf)
         restored = apply_pre_tokenizer(tokenizer, pre_name)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        with quiet_gguf_bar():
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
         state = {k: v.contiguous() for k, v in model.state_dict().items()}
         if model.config.tie_word_embeddings:
             state.pop("lm_head.weight", None)
