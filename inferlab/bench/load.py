@@ -9,7 +9,7 @@ the number of CPUs they kept busy on average: :func:`others_load`.
 
 The count is coarse (ticks of 1/``SC_CLK_TCK`` seconds, usually 10 ms) and sees only this VM and
 the steal time its hypervisor reports; it cannot see a neighbour that shares a core's caches or
-memory bandwidth without taking its time. Chapters 7, 10 and 11 judge their timing claims only where
+memory bandwidth without taking its time. Chapters 7 and 11 judge their timing claims only where
 it stayed below :data:`OTHERS_MAX`.
 """
 from __future__ import annotations
