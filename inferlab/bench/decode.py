@@ -28,7 +28,7 @@ runs the compiled [in, out] path was the faster at one thread, the streamed one 
 benchmark times both and names the fastest path of each run (their compilation, timed with the
 warm-up, is reported apart: ``compile_and_warm_up_s``). A chapter that measures other things too can time the short selection
 (:data:`SHORT_STAGES`, ``--stages short``) with fewer rounds or new tokens. ``--stages compile``
-(Chapter 11) times the best eager stage against the compiled one and prints their ratio,
+(Chapter 11) times the best eager stage against two compiled ones and prints the ratio of the faster,
 "torch.compile vs eager: N.NNx decode tokens/s" (:func:`compile_vs_eager`). Timings on a shared
 machine are noisy: read ratios, and the spread over the rounds that the record keeps.
 """
@@ -377,7 +377,7 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per path (default 3)")
     parser.add_argument("--stages", choices=list(SELECTIONS), default="all",
                         help="the whole ablation (all, the default), a short selection for a chapter (short), "
-                        "or the best eager stage against the compiled one (compile, Chapter 11)")
+                        "or the best eager stage against two compiled ones (compile, Chapter 11)")
     parser.add_argument("--no-compile", action="store_true", help="leave out the torch.compile stage")
     parser.add_argument("--json", action="store_true", help="print the record as JSON")
 

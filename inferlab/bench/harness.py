@@ -201,8 +201,9 @@ def paired(fn_a: Callable[[], Any], fn_b: Callable[[], Any], *, pairs: int = 10,
            clock: Callable[[], float] = time.perf_counter) -> PairedComparison:
     """Time A and B in ``pairs`` pairs, alternating which goes first (ABBA...), after warm-up (Chapter 7).
 
-    Alternating the order cancels a steady drift of the machine and any advantage of going first
-    or second (a cache still warm from the other variant, for instance).
+    Alternating the order cancels a steady drift of the machine. An advantage of going first or
+    second (a cache still warm from the other variant, for instance) cancels only when an AB
+    ratio and the next BA ratio are combined; the median of single ratios can still carry it.
     """
     if pairs < 1:
         raise ValueError(f"need at least one pair, got {pairs}")
