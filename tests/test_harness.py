@@ -108,6 +108,34 @@ def test_paired_verdict_and_sign_test():
     assert same.verdict() == "within noise" and same.sign_test() == 1.0
 
 
+def test_abba_groups_separate_the_ratio_from_the_cost_of_going_first():
+    from inferlab.bench.harness import PairedComparison
+
+    clock, log = FakeClock(), []
+    true_ratio, first_cost = 1.05, 1.1  # whichever variant runs first in a pair pays 10 %
+
+    def make(name, cost):
+        def fn():
+            first = len(log) % 2 == 0  # the first call of its pair
+            log.append(name)
+            clock.now += cost * (first_cost if first else 1.0)
+        return fn
+
+    result = paired(make("A", true_ratio), make("B", 1.0), pairs=12, warmup=0, clock=clock)
+    assert result.ratios[0] == pytest.approx(true_ratio * first_cost)  # AB
+    assert result.ratios[1] == pytest.approx(true_ratio / first_cost)  # BA
+    assert result.ratio().median == pytest.approx(true_ratio, rel=0.05)  # the single ratios' median lies between
+    assert len(result.group_ratios) == 6
+    assert result.group_ratios == pytest.approx([true_ratio] * 6)
+    assert result.order_factors == pytest.approx([first_cost] * 6)
+    assert result.grouped().median == pytest.approx(true_ratio)
+    assert result.order_factor().low == pytest.approx(first_cost)
+    odd = PairedComparison(Measurement("A", [1.0] * 7, 0), Measurement("B", [1.0] * 7, 0))
+    assert len(odd.group_ratios) == 3  # the unpaired last pair is left out
+    with pytest.raises(ValueError):
+        odd.grouped()  # three groups are too few for an interval
+
+
 def test_ratio_of_medians_interval():
     rng = random.Random(1)
     a = [1.0 + rng.random() * 0.02 for _ in range(15)]

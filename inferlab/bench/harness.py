@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -180,6 +181,36 @@ class PairedComparison:
     def ratio(self) -> Summary:
         """The median ratio with its distribution-free interval (Chapter 7)."""
         return summarise(self.ratios, self.level)
+
+    def _groups(self) -> list[tuple[float, float]]:
+        """The (AB, BA) ratios of each ABBA group: pairs 0 and 1, 2 and 3, ... (an odd last pair is left out)."""
+        ratios = self.ratios
+        return [(ratios[i], ratios[i + 1]) for i in range(0, len(ratios) - 1, 2)]
+
+    @property
+    def group_ratios(self) -> list[float]:
+        """Each ABBA group's ratio, the geometric mean of its AB and BA ratios (Chapter 7).
+
+        If whichever variant runs first in a pair pays a factor f, an AB pair's ratio is R f and a BA
+        pair's is R / f, with R the true ratio: their geometric mean is R, whatever f is.
+        """
+        return [math.sqrt(ab * ba) for ab, ba in self._groups()]
+
+    @property
+    def order_factors(self) -> list[float]:
+        """Each ABBA group's estimate of the cost of going first, sqrt(AB ratio / BA ratio) (Chapter 7).
+
+        Above 1 where the variant that ran first in a pair was the slower for it; 1 where order did not matter.
+        """
+        return [math.sqrt(ab / ba) for ab, ba in self._groups()]
+
+    def grouped(self) -> Summary:
+        """The median of the ABBA groups' ratios with its distribution-free interval (Chapter 7)."""
+        return summarise(self.group_ratios, self.level)
+
+    def order_factor(self) -> Summary:
+        """The median cost of going first over the ABBA groups, with its interval (Chapter 7)."""
+        return summarise(self.order_factors, self.level)
 
     def sign_test(self) -> float:
         """Two-sided p-value of the sign test: is A slower in as many pairs as B? (Chapter 7)."""
