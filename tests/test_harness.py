@@ -220,6 +220,8 @@ def test_suite_on_the_bundled_model(tmp_path):
     assert set(result.measurements) == {"read_bandwidth@1t", "matmul_1024@1t", "decode_step@1t",
                                         *[k for k in result.measurements if k.startswith("prefill_")]}
     assert all(len(m.seconds) == 6 for m in result.measurements.values())
+    # the settings the chapter's own record writes, so that comparing the two lists no spurious difference
+    assert {"model", "threads", "repeats", "prompt", "matmul_size", "other_processes_cpus"} == set(result.settings)
     loaded = BenchRecord.load(result.save(tmp_path / "suite.json"))
     assert all(r.verdict == "within noise" and r.ratio == 1.0 for r in compare(loaded, result))
 

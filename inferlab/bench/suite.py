@@ -70,9 +70,13 @@ def run_suite(model_name: str = "default", threads: Sequence[int] = (1,), repeat
 
     if not threads or min(threads) < 1:
         raise ValueError(f"thread counts must be at least 1, got {list(threads)}")
+    from inferlab.bench.load import others_load
+
     loaded = load_model(model_name, device=device)
-    measurements = suite_measurements(loaded, threads, repeats)
+    with others_load({"cpus": None}) as others:  # other processes' load while the suite ran, as Chapter 7 records it
+        measurements = suite_measurements(loaded, threads, repeats)
     provenance = loaded.provenance.with_run(loaded.device, max(threads)).to_dict()
     return BenchRecord("inferlab bench suite", measurements, provenance,
                        settings={"model": loaded.name, "threads": list(threads), "repeats": repeats,
-                                 "prompt": SUITE_PROMPT, "matmul_size": MATMUL_SIZE})
+                                 "prompt": SUITE_PROMPT, "matmul_size": MATMUL_SIZE,
+                                 "other_processes_cpus": None if others["cpus"] is None else round(others["cpus"], 2)})
