@@ -4,7 +4,8 @@ import pytest
 import torch
 from transformers import GPT2Config, LlamaConfig
 
-from inferlab.analysis.flops import OPS, cost_totals, counted_matmul_flops, forward_costs, profile_ops, time_last_only
+from inferlab.analysis.flops import (OPS, cost_totals, counted_matmul_flops, forward_costs, profile_ops, step_costs,
+                                     time_last_only)
 from inferlab.analysis.sizing import preset
 from inferlab.errors import BadRequest
 from inferlab.models import (GPT2, Llama, UnsupportedModel, causal_attention, from_config, native_from_hf,
@@ -257,6 +258,29 @@ def test_cost_table_by_hand_for_one_gpt2_layer():
     with pytest.raises(BadRequest, match="context"):
         forward_costs(shape, seq=17)
     assert forward_costs(shape, seq=16)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "llama-untied"])
+def test_step_costs_with_an_empty_cache_equal_forward_costs(tiny_models, name):
+    shape = native_from_hf(tiny_models[name]).shape
+    for seq, batch, last_only in [(1, 1, True), (5, 2, False), (5, 3, True)]:
+        assert step_costs(shape, seq, 0, batch, last_only) == forward_costs(shape, seq, batch, last_only)
+
+
+def test_step_costs_of_a_cached_decode_step_by_hand_for_one_gpt2_layer():
+    shape = shape_from_config(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=10, n_positions=16))
+    c = {x.op: x for x in step_costs(shape, new=1, context=3)}
+    # one new position attends to 3 cached keys and its own: 2 heads x 1 query x 4 keys x head_dim 4
+    assert c["scores"].matmul_flops == c["context"].matmul_flops == 2 * 2 * 1 * 4 * 4
+    assert c["scores"].bytes == 4 * (1 * 8 + 4 * 8 + 2 * 1 * 4)  # the query, every key, the scores written
+    assert c["attn_proj"].matmul_flops == 2 * 1 * 8 * 24 + 2 * 1 * 8 * 8  # one row, whatever the context
+    assert c["lm_head"].matmul_flops == 2 * 1 * 8 * 10
+    doubled = {x.op: x for x in step_costs(shape, new=1, context=3, batch=2)}
+    assert all(doubled[op].matmul_flops == 2 * c[op].matmul_flops for op in OPS)
+    with pytest.raises(BadRequest, match="context"):
+        step_costs(shape, new=2, context=15)
+    with pytest.raises(BadRequest):
+        step_costs(shape, new=0, context=3)
 
 
 def test_cost_table_reads_head_dim_from_the_config():

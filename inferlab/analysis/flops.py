@@ -113,6 +113,61 @@ def forward_costs(shape: ModelShape, seq: int, batch: int = 1, last_only: bool =
     return [OpCost(op, *acc[op]) for op in OPS]
 
 
+def step_costs(shape: ModelShape, new: int, context: int = 0, batch: int = 1, last_only: bool = True,
+               bytes_per_value: int = 4) -> list[OpCost]:
+    """FLOPs and bytes per operation type of a pass over `new` positions after `context` cached ones (Chapter 10).
+
+    Chapter 4's `forward_costs` with a KV cache: each new position's attention spans the cached keys and values as
+    well as the new ones, and reads them. Writing the new keys and values into the cache is left out. With nothing
+    cached it equals `forward_costs(shape, new, batch, last_only, bytes_per_value)`, operation by operation.
+    """
+    s, w = shape, bytes_per_value
+    if new < 1 or batch < 1 or context < 0 or context + new > s.context:
+        raise BadRequest(f"need new >= 1, batch >= 1, context >= 0 and context + new <= {s.context}")
+    rows, d = batch * new, s.hidden
+    q_width, kv_width = s.heads * s.head_dim, s.kv_heads * s.head_dim
+    keys = context + new  # the keys each new position may attend to
+    gpt2 = s.family == "gpt2"
+    acc = {op: [0, 0, 0] for op in OPS}
+
+    def add(op: str, mm: int, other: int, nbytes: int) -> None:
+        acc[op][0] += mm
+        acc[op][1] += other
+        acc[op][2] += nbytes
+
+    def linear(op: str, k: int, n: int, m: int = rows, bias: bool = gpt2) -> None:
+        add(op, *_matmul(m, k, n, bias, w))
+
+    add("embedding", 0, rows * d if gpt2 else 0, w * rows * d * (3 if gpt2 else 2))
+    norm_flops, norm_params = PER_ELEMENT["layernorm" if gpt2 else "rmsnorm"], 2 * d if gpt2 else d
+    for _ in range(s.layers):
+        for _ in range(2):  # before attention, before the MLP
+            add("norm", 0, norm_flops * rows * d, w * (2 * rows * d + norm_params))
+            add("residual", 0, rows * d, w * 3 * rows * d)
+        if gpt2:
+            linear("attn_proj", d, 3 * q_width)
+        else:
+            for width in (q_width, kv_width, kv_width):
+                linear("attn_proj", d, width)
+            rotated = rows * (q_width + kv_width)
+            add("rope", 0, PER_ELEMENT["rope"] * rotated, w * (2 * rotated + 2 * new * s.head_dim))
+        scores = batch * s.heads * new * keys
+        add("scores", 2 * scores * s.head_dim, 0, w * (rows * q_width + batch * keys * kv_width + scores))
+        add("softmax", 0, PER_ELEMENT["softmax"] * scores, w * 2 * scores)
+        add("context", 2 * scores * s.head_dim, 0, w * (scores + batch * keys * kv_width + rows * q_width))
+        linear("attn_proj", q_width, d)
+        linear("mlp", d, s.intermediate)
+        if gpt2:
+            add("mlp", 0, PER_ELEMENT["gelu"] * rows * s.intermediate, w * 2 * rows * s.intermediate)
+        else:
+            linear("mlp", d, s.intermediate)
+            add("mlp", 0, PER_ELEMENT["swiglu"] * rows * s.intermediate, w * 3 * rows * s.intermediate)
+        linear("mlp", s.intermediate, d)
+    add("norm", 0, norm_flops * rows * d, w * (2 * rows * d + norm_params))
+    linear("lm_head", d, s.vocab, m=batch if last_only else rows, bias=False)
+    return [OpCost(op, *acc[op]) for op in OPS]
+
+
 def cost_totals(costs: list[OpCost]) -> dict[str, int]:
     """Sum a cost table: matmul FLOPs, other FLOPs, all FLOPs, bytes (Chapter 4)."""
     return {"matmul_flops": sum(c.matmul_flops for c in costs), "other_flops": sum(c.other_flops for c in costs),
