@@ -260,13 +260,6 @@ def test_cost_table_by_hand_for_one_gpt2_layer():
     assert forward_costs(shape, seq=16)
 
 
-@pytest.mark.parametrize("name", ["gpt2", "llama", "llama-untied"])
-def test_step_costs_with_an_empty_cache_equal_forward_costs(tiny_models, name):
-    shape = native_from_hf(tiny_models[name]).shape
-    for seq, batch, last_only in [(1, 1, True), (5, 2, False), (5, 3, True)]:
-        assert step_costs(shape, seq, 0, batch, last_only) == forward_costs(shape, seq, batch, last_only)
-
-
 def test_step_costs_of_a_cached_decode_step_by_hand_for_one_gpt2_layer():
     shape = shape_from_config(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=10, n_positions=16))
     c = {x.op: x for x in step_costs(shape, new=1, context=3)}

@@ -59,58 +59,15 @@ def forward_costs(shape: ModelShape, seq: int, batch: int = 1, last_only: bool =
                   bytes_per_value: int = 4) -> list[OpCost]:
     """Analytic FLOPs and bytes per operation type of one forward pass over [batch, seq] (Chapter 4).
 
-    ``last_only`` projects only the last position through the LM head, as ``last_logits`` does.
+    ``last_only`` projects only the last position through the LM head, as ``last_logits`` does. The count
+    is :func:`step_costs` with nothing cached (Chapter 10 adds the cache).
     A ``seq`` beyond the model's context length is refused: the model cannot run it.
     """
     if seq < 1 or batch < 1:
         raise BadRequest(f"seq and batch must be at least 1, got seq={seq}, batch={batch}")
-    s, w = shape, bytes_per_value
-    if seq > s.context:
-        raise BadRequest(f"seq={seq} exceeds the model's context of {s.context} positions")
-    rows, d, q_width, kv_width = batch * seq, s.hidden, s.heads * s.head_dim, s.kv_heads * s.head_dim
-    gpt2 = s.family == "gpt2"
-    acc = {op: [0, 0, 0] for op in OPS}
-
-    def add(op: str, mm: int, other: int, nbytes: int) -> None:
-        acc[op][0] += mm
-        acc[op][1] += other
-        acc[op][2] += nbytes
-
-    def linear(op: str, k: int, n: int, m: int = rows) -> None:
-        add(op, *_matmul(m, k, n, gpt2, w))
-
-    # embeddings: gather seq rows of the token table (GPT-2 also adds learned positions)
-    add("embedding", 0, rows * d if gpt2 else 0, w * rows * d * (3 if gpt2 else 2))
-    norm_flops = PER_ELEMENT["layernorm" if gpt2 else "rmsnorm"]
-    norm_params = 2 * d if gpt2 else d
-    for _ in range(s.layers):
-        for _ in range(2):  # before attention, before the MLP
-            add("norm", 0, norm_flops * rows * d, w * (2 * rows * d + norm_params))
-            add("residual", 0, rows * d, w * 3 * rows * d)
-        if gpt2:
-            linear("attn_proj", d, 3 * q_width)
-        else:
-            for width in (q_width, kv_width, kv_width):
-                linear("attn_proj", d, width)
-            rotated = rows * (q_width + kv_width)
-            add("rope", 0, PER_ELEMENT["rope"] * rotated, w * (2 * rotated + 2 * seq * s.head_dim))
-        scores = batch * s.heads * seq * seq
-        add("scores", 2 * scores * s.head_dim, 0, w * (rows * q_width + rows * kv_width + scores))
-        add("softmax", 0, PER_ELEMENT["softmax"] * scores, w * 2 * scores)
-        add("context", 2 * scores * s.head_dim, 0, w * (scores + rows * kv_width + rows * q_width))
-        linear("attn_proj", q_width, d)
-        if gpt2:
-            linear("mlp", d, s.intermediate)
-            add("mlp", 0, PER_ELEMENT["gelu"] * rows * s.intermediate, w * 2 * rows * s.intermediate)
-        else:
-            linear("mlp", d, s.intermediate)
-            linear("mlp", d, s.intermediate)
-            add("mlp", 0, PER_ELEMENT["swiglu"] * rows * s.intermediate, w * 3 * rows * s.intermediate)
-        linear("mlp", s.intermediate, d)
-    add("norm", 0, norm_flops * rows * d, w * (2 * rows * d + norm_params))
-    head_rows = batch if last_only else rows
-    add("lm_head", *_matmul(head_rows, d, s.vocab, False, w))
-    return [OpCost(op, *acc[op]) for op in OPS]
+    if seq > shape.context:
+        raise BadRequest(f"seq={seq} exceeds the model's context of {shape.context} positions")
+    return step_costs(shape, seq, 0, batch, last_only, bytes_per_value)  # nothing cached
 
 
 def step_costs(shape: ModelShape, new: int, context: int = 0, batch: int = 1, last_only: bool = True,
