@@ -76,7 +76,7 @@ def step_costs(shape: ModelShape, new: int, context: int = 0, batch: int = 1, la
 
     Chapter 4's `forward_costs` with a KV cache: each new position's attention spans the cached keys and values as
     well as the new ones, and reads them. Writing the new keys and values into the cache is left out. With nothing
-    cached it equals `forward_costs(shape, new, batch, last_only, bytes_per_value)`, operation by operation.
+    cached it is `forward_costs(shape, new, batch, last_only, bytes_per_value)`.
     """
     s, w = shape, bytes_per_value
     if new < 1 or batch < 1 or context < 0 or context + new > s.context:
@@ -95,6 +95,7 @@ def step_costs(shape: ModelShape, new: int, context: int = 0, batch: int = 1, la
     def linear(op: str, k: int, n: int, m: int = rows, bias: bool = gpt2) -> None:
         add(op, *_matmul(m, k, n, bias, w))
 
+    # embeddings: gather the new rows of the token table (GPT-2 also adds learned positions)
     add("embedding", 0, rows * d if gpt2 else 0, w * rows * d * (3 if gpt2 else 2))
     norm_flops, norm_params = PER_ELEMENT["layernorm" if gpt2 else "rmsnorm"], 2 * d if gpt2 else d
     for _ in range(s.layers):
