@@ -82,8 +82,9 @@ class Temperature:
         if t < MIN_TEMPERATURE:
             raise BadRequest(
                 f"temperature {t!r} is below {MIN_TEMPERATURE:g}, where sampling is greedy decoding except among "
-                f"near-ties (in float32, every token more than {FLOAT32_ZERO_GAP * MIN_TEMPERATURE:.4f} below the "
-                "top logit already has probability 0); for the most probable token every time, "
+                f"near-ties (in float32, at T = {MIN_TEMPERATURE:g} every token more than "
+                f"{FLOAT32_ZERO_GAP * MIN_TEMPERATURE:.4f} below the top logit already has probability 0, and at "
+                f"T = {t:g} every token more than {FLOAT32_ZERO_GAP * t:.2g}); for the most probable token every time, "
                 "use greedy decoding (do_sample=False)"
             )
 
